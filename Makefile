@@ -1,0 +1,32 @@
+# Two commands: `make run` (the control plane on this machine) and `make test` (the whole suite).
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test system venv services lint bench clean-sim
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+system:
+	@bash scripts/system-packages.sh
+
+venv: $(STAMP)
+
+services:
+	@bash scripts/ensure-services.sh
+
+run: system venv services
+	@bash scripts/run.sh
+
+test: system venv services
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+bench: system venv services
+	@bash bench/run_all.sh
