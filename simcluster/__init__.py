@@ -1,0 +1,1 @@
+"""Simulated Ascend PD cluster on one machine (no Django import)."""
