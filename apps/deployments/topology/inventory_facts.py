@@ -1,0 +1,15 @@
+"""What validation and rendering need to know about a node, as plain values (never a Django model)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    name: str
+    address: str  # what other nodes dial, and what HCCL_IF_IP is set to
+    healthy_logical_ids: frozenset[int]  # NPU die logical ids (what ASCEND_RT_VISIBLE_DEVICES counts) that are OK
+    npu_count: int  # dies the hardware has, healthy or not (sizes Mooncake's ADXL port range)
+    nic_name: str = "eth0"  # *_SOCKET_IFNAME: from a node field/label, eth0 when unset
+    is_sim: bool = False

@@ -1,0 +1,260 @@
+"""Plain data (a dict from a form, JSON or YAML) -> TopologySpec, collecting every shape error with its path."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from .spec import (
+    DP_STYLES,
+    DTYPE_BYTES,
+    ENV_NAME_RE,
+    FLAG_RE,
+    HASH_KEYS,
+    KV_LAYOUTS,
+    LAUNCH_PROFILES,
+    NAME_RE,
+    POLICIES,
+    ROLES,
+    BenchClientSpec,
+    InstanceSpec,
+    KvPoolSpec,
+    ModelProfile,
+    ModelSpec,
+    ProxySpec,
+    SpecError,
+    StoreServer,
+    StoreSpec,
+    TopologySpec,
+    TransferPortsSpec,
+)
+
+
+def _join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+class _Reader:
+    """Reads one mapping level; errors pile up in the shared list so one pass reports them all."""
+
+    def __init__(self, errors: list[tuple[str, str]], data: Any, path: str, required: tuple[str, ...],
+                 optional: tuple[str, ...] = ()):
+        self.errors, self.path, self.ok = errors, path, isinstance(data, Mapping)
+        self.data: Mapping = data if self.ok else {}
+        if not self.ok:
+            errors.append((path, f"expected a mapping, got {_show(data)}"))
+            return
+        for key in self.data:
+            if key not in required and key not in optional:
+                known = ", ".join(required + optional)
+                errors.append((_join(path, str(key)), f"unknown field; known fields: {known}"))
+        for key in required:
+            if key not in self.data:
+                errors.append((_join(path, key), "missing required field"))
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def bad(self, key: str | int, message: str) -> None:
+        self.errors.append((_join(self.path, key), message))
+
+    def integer(self, key: str, default: Any, minimum: int = 1, maximum: int | None = None) -> Any:
+        value = self.raw(key, default)
+        if value is None and default is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
+                maximum is not None and value > maximum):
+            self.bad(key, f"expected {_int_kind(minimum, maximum)}, got {_show(value)}")
+            return default if default is not None else minimum
+        return value
+
+    def port(self, key: str, default: Any) -> Any:
+        return self.integer(key, default, minimum=1, maximum=65535)
+
+    def text(self, key: str, default: Any, choices: tuple[str, ...] | None = None) -> Any:
+        value = self.raw(key, default)
+        if value is None and default is None:
+            return None
+        if not isinstance(value, str) or not value or "\0" in value:
+            self.bad(key, f"expected a non-empty string, got {_show(value)}")
+            return ""
+        if choices is not None and value not in choices:
+            self.bad(key, f"expected one of {', '.join(choices)}, got {_show(value)}")
+        return value
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.raw(key, default)
+        if not isinstance(value, bool):
+            self.bad(key, f"expected true or false, got {_show(value)}")
+            return default
+        return value
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _int_kind(minimum: int, maximum: int | None) -> str:
+    if maximum == 65535:
+        return "a port number 1-65535"
+    if maximum is not None:
+        return f"an integer {minimum}-{maximum}"
+    return "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+
+
+def spec_from_dict(data: Any) -> TopologySpec:
+    """Build a TopologySpec or raise SpecError listing every bad field."""
+    errors: list[tuple[str, str]] = []
+    top = _Reader(errors, data, "", ("model", "instances", "proxy"),
+                  ("kv_pool", "store", "bench_client", "launch_profile", "run_dir", "transfer_ports"))
+    if not top.ok:
+        raise SpecError(errors)
+    model = _model(errors, top.raw("model", {}))
+    instances = _instances(errors, top.raw("instances", []))
+    proxy = _proxy(errors, top.raw("proxy", {}))
+    kv_pool = _optional(top, "kv_pool", lambda d: _kv_pool(errors, d))
+    store = _optional(top, "store", lambda d: _store(errors, d))
+    bench = _optional(top, "bench_client", lambda d: _bench(errors, d))
+    transfer = _optional(top, "transfer_ports", lambda d: _transfer(errors, d)) or TransferPortsSpec()
+    profile = top.text("launch_profile", "vllm-ascend", LAUNCH_PROFILES)
+    run_dir = top.text("run_dir", "/var/tmp/pdcp")
+    if run_dir and not run_dir.startswith("/"):
+        top.bad("run_dir", f"expected an absolute path, got {_show(run_dir)}")
+    if errors:
+        raise SpecError(errors)
+    return TopologySpec(model=model, instances=instances, proxy=proxy, kv_pool=kv_pool, store=store,
+                        bench_client=bench, launch_profile=profile, run_dir=run_dir, transfer_ports=transfer)
+
+
+def _optional(top: _Reader, key: str, build):
+    value = top.raw(key, None)
+    return None if value is None else build(value)
+
+
+def _model(errors, data) -> ModelSpec:
+    r = _Reader(errors, data, "model", ("path", "served_name", "profile"))
+    p = _Reader(errors, r.raw("profile", {}), "model.profile",
+                ("layers", "kv_heads", "head_dim", "dtype", "attention_heads"), ("kv_layout",))
+    profile = ModelProfile(layers=p.integer("layers", 1), kv_heads=p.integer("kv_heads", 1),
+                           head_dim=p.integer("head_dim", 1), dtype=p.text("dtype", "bfloat16", tuple(DTYPE_BYTES)),
+                           attention_heads=p.integer("attention_heads", 1),
+                           kv_layout=p.text("kv_layout", "mha", KV_LAYOUTS))
+    return ModelSpec(path=r.text("path", ""), served_name=r.text("served_name", ""), profile=profile)
+
+
+_INSTANCE_REQUIRED = ("name", "role", "node", "tp", "api_port", "kv_port")
+_INSTANCE_OPTIONAL = ("dp", "dp_style", "devices", "dp_rpc_port", "expert_parallel", "max_num_seqs",
+                      "max_model_len", "extra_args", "env")
+
+
+def _instances(errors, data) -> tuple[InstanceSpec, ...]:
+    if not isinstance(data, list):
+        errors.append(("instances", f"expected a list of instances, got {_show(data)}"))
+        return ()
+    out = []
+    for index, item in enumerate(data):
+        r = _Reader(errors, item, f"instances[{index}]", _INSTANCE_REQUIRED, _INSTANCE_OPTIONAL)
+        name = r.text("name", "")
+        if name and not NAME_RE.match(name):
+            r.bad("name", f"expected lowercase letters, digits and '-' (e.g. p0), got {_show(name)}")
+        out.append(InstanceSpec(
+            name=name, role=r.text("role", "prefill", ROLES), node=r.text("node", ""),
+            tp=r.integer("tp", 1), dp=r.integer("dp", 1), dp_style=r.text("dp_style", "external", DP_STYLES),
+            devices=_devices(r), api_port=r.port("api_port", 1), kv_port=r.port("kv_port", 1),
+            dp_rpc_port=r.port("dp_rpc_port", None), expert_parallel=r.boolean("expert_parallel", False),
+            max_num_seqs=r.integer("max_num_seqs", None), max_model_len=r.integer("max_model_len", None),
+            extra_args=_extra_args(r), env=_env(r)))
+    return tuple(out)
+
+
+def _devices(r: _Reader) -> tuple[int, ...] | None:
+    value = r.raw("devices", None)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value:
+        r.bad("devices", f"expected a list of NPU logical ids or null, got {_show(value)}")
+        return None
+    for i, dev in enumerate(value):
+        if isinstance(dev, bool) or not isinstance(dev, int) or dev < 0:
+            r.errors.append((f"{r.path}.devices[{i}]", f"expected an integer >= 0, got {_show(dev)}"))
+            return None
+    return tuple(value)
+
+
+def _extra_args(r: _Reader) -> tuple[str, ...]:
+    """`--flag` tokens, each optionally followed by exactly one value token (a value may not start with --)."""
+    value = r.raw("extra_args", [])
+    if not isinstance(value, list):
+        r.bad("extra_args", f"expected a list like ['--enforce-eager', '--seed', '1024'], got {_show(value)}")
+        return ()
+    expecting_value_for = None
+    for i, token in enumerate(value):
+        path = f"{r.path}.extra_args[{i}]"
+        if not isinstance(token, str) or "\0" in token:
+            r.errors.append((path, f"expected a string, got {_show(token)}"))
+        elif token.startswith("--"):
+            if not FLAG_RE.match(token):
+                r.errors.append((path, f"{_show(token)} is not a flag name (^--[a-z0-9][a-z0-9-]*$); "
+                                       "put its value in the next item"))
+            expecting_value_for = token
+        elif expecting_value_for is None:
+            r.errors.append((path, f"value {_show(token)} does not follow a --flag"))
+        else:
+            expecting_value_for = None
+    return tuple(t for t in value if isinstance(t, str))
+
+
+def _env(r: _Reader) -> Mapping[str, str]:
+    value = r.raw("env", {})
+    if not isinstance(value, Mapping):
+        r.bad("env", f"expected a mapping NAME: value, got {_show(value)}")
+        return MappingProxyType({})
+    env = {}
+    for name, val in value.items():
+        path = f"{r.path}.env.{name}"
+        if not isinstance(name, str) or not ENV_NAME_RE.match(name):
+            r.errors.append((path, f"expected an env name like HCCL_BUFFSIZE (^[A-Z_][A-Z0-9_]*$), got {_show(name)}"))
+        elif isinstance(val, bool) or not isinstance(val, str | int) or "\0" in str(val):
+            r.errors.append((path, f"expected a string (quote it in YAML), got {_show(val)}"))
+        else:
+            env[name] = str(val)
+    return MappingProxyType(dict(sorted(env.items())))
+
+
+def _kv_pool(errors, data) -> KvPoolSpec:
+    r = _Reader(errors, data, "kv_pool", ("node",), ("rpc_port", "metrics_port"))
+    return KvPoolSpec(node=r.text("node", ""), rpc_port=r.port("rpc_port", 50088),
+                      metrics_port=r.port("metrics_port", 9003))
+
+
+def _store(errors, data) -> StoreSpec:
+    r = _Reader(errors, data, "store", ("servers",), ("replicas", "memory_mb"))
+    servers = []
+    raw = r.raw("servers", [])
+    if not isinstance(raw, list) or not raw:
+        r.bad("servers", f"expected a non-empty list of {{node, port}}, got {_show(raw)}")
+        raw = []
+    for i, item in enumerate(raw):
+        s = _Reader(errors, item, f"store.servers[{i}]", ("node", "port"))
+        servers.append(StoreServer(node=s.text("node", ""), port=s.port("port", 1)))
+    return StoreSpec(servers=tuple(servers), replicas=r.integer("replicas", 1), memory_mb=r.integer("memory_mb", 64))
+
+
+def _proxy(errors, data) -> ProxySpec:
+    r = _Reader(errors, data, "proxy", ("node", "port"), ("policy", "hash_key"))
+    return ProxySpec(node=r.text("node", ""), port=r.port("port", 8000),
+                     policy=r.text("policy", "round_robin", POLICIES), hash_key=r.text("hash_key", None, HASH_KEYS))
+
+
+def _bench(errors, data) -> BenchClientSpec:
+    r = _Reader(errors, data, "bench_client", ("node",))
+    return BenchClientSpec(node=r.text("node", ""))
+
+
+def _transfer(errors, data) -> TransferPortsSpec:
+    r = _Reader(errors, data, "transfer_ports", (), ("base", "per_device"))
+    return TransferPortsSpec(base=r.port("base", 20000), per_device=r.integer("per_device", 100))

@@ -1,0 +1,153 @@
+"""The typed PD topology: frozen dataclasses, parsing from plain data / YAML with field-path errors, diff.
+
+Engine-neutral on purpose: a `vllm-ascend`, `sim` or later `mindie` launch profile renders the same spec, so
+fields carry neutral names (tp, dp, expert_parallel, max_num_seqs) and engine flags live only in the profiles.
+Parsing checks shapes and types; rules that need the inventory or several fields live in `validation.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+ROLES = ("prefill", "decode")
+DP_STYLES = ("external", "internal")
+POLICIES = ("round_robin", "least_conn", "consistent_hash")
+HASH_KEYS = ("request_id", "client_ip")
+LAUNCH_PROFILES = ("vllm-ascend", "sim")
+KV_LAYOUTS = ("mha", "mla")
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1}
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")  # instance names end up in file names and process keys
+FLAG_RE = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
+ENV_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+class SpecError(ValueError):
+    """Bad input: `errors` is a list of (field path, message), e.g. ("instances[2].tp", "expected ...")."""
+
+    def __init__(self, errors: list[tuple[str, str]]):
+        self.errors = list(errors)
+        super().__init__("; ".join(f"{p}: {m}" if p else m for p, m in self.errors))
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """Shape facts that size the KV cache.
+
+    `kv_layout: mha` (also GQA/MQA): per token and layer the cache holds K and V for every KV head, so
+    bytes = 2 * layers * kv_heads * head_dim * dtype_bytes. `kv_layout: mla` (DeepSeek-style latent
+    attention) caches one compressed latent per layer, not separate K and V: set kv_heads to 1 and head_dim to
+    kv_lora_rank + qk_rope_head_dim (e.g. 512 + 64), and the factor 2 is dropped.
+    """
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype: str
+    attention_heads: int
+    kv_layout: str = "mha"
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        factor = 2 if self.kv_layout == "mha" else 1
+        return factor * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    path: str  # weights path on the nodes (or a hub id)
+    served_name: str
+    profile: ModelProfile
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    name: str
+    role: str  # prefill | decode
+    node: str
+    tp: int
+    dp: int = 1
+    dp_style: str = "external"  # external: one process per DP rank; internal: one process per node
+    devices: tuple[int, ...] | None = None  # logical NPU ids; None = the node's first free healthy ids
+    api_port: int = 7100  # external DP: rank i listens on api_port + i
+    kv_port: int = 30000  # base of the KV side-channel window (ports.kv_window)
+    dp_rpc_port: int | None = None  # needed when dp > 1
+    expert_parallel: bool = False
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    extra_args: tuple[str, ...] = ()  # engine flags: "--flag" optionally followed by one value
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def npus(self) -> int:
+        return self.tp * self.dp
+
+
+@dataclass(frozen=True)
+class KvPoolSpec:
+    node: str
+    rpc_port: int = 50088
+    metrics_port: int = 9003
+
+
+@dataclass(frozen=True)
+class StoreServer:
+    node: str
+    port: int
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    servers: tuple[StoreServer, ...]
+    replicas: int = 1
+    memory_mb: int = 64
+
+
+@dataclass(frozen=True)
+class ProxySpec:
+    node: str
+    port: int = 8000
+    policy: str = "round_robin"
+    hash_key: str | None = None  # consistent_hash only: request_id | client_ip
+
+
+@dataclass(frozen=True)
+class BenchClientSpec:
+    node: str
+
+
+@dataclass(frozen=True)
+class TransferPortsSpec:
+    """Where Mooncake's transfer engine binds its random ADXL ports on every P/D node.
+
+    Ports base + die * per_device ... are taken at run time, so no kv_port window may fall in
+    [base, base + npu_count * per_device). per_device is 100 from Mooncake v0.3.9 on (what the tutorials build)
+    and 1000 in v0.3.7.post2: set it to 1000 on such clusters and the validator demands kv_port >= 36000 on
+    16-die nodes. An instance's ASCEND_BASE_PORT env overrides base, as in Mooncake.
+    """
+
+    base: int = 20000
+    per_device: int = 100
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    model: ModelSpec
+    instances: tuple[InstanceSpec, ...]
+    proxy: ProxySpec
+    kv_pool: KvPoolSpec | None = None
+    store: StoreSpec | None = None
+    bench_client: BenchClientSpec | None = None
+    launch_profile: str = "vllm-ascend"
+    run_dir: str = "/var/tmp/pdcp"  # workdir; logs/ and pids/ go below it on every node
+    transfer_ports: TransferPortsSpec = TransferPortsSpec()
+
+    def instance(self, name: str) -> InstanceSpec:
+        return next(i for i in self.instances if i.name == name)
