@@ -1,0 +1,53 @@
+"""PD topology core (no Django): typed spec, validation against node facts, launch profiles that render plans.
+
+    spec = spec_from_yaml(text)                       # SpecError(errors=[(path, message), ...]) on bad input
+    problems = validate_topology(spec, nodes)         # nodes: dict[str, NodeFacts]
+    plan = build_plan(spec, nodes)                    # TopologyInvalid(problems) unless clean
+    print(plan_to_text(plan))
+"""
+
+from __future__ import annotations
+
+from .inventory_facts import NodeFacts
+from .launch import LaunchSpec, detached_start_command
+from .parse import spec_from_dict
+from .plan import Plan, PlannedProcess, Stage, plan_to_text
+from .profiles import LaunchProfile, get_profile
+from .serialize import spec_diff, spec_from_yaml, spec_to_dict, spec_to_yaml
+from .spec import (
+    BenchClientSpec,
+    InstanceSpec,
+    KvPoolSpec,
+    ModelProfile,
+    ModelSpec,
+    ProxySpec,
+    SpecError,
+    StoreServer,
+    StoreSpec,
+    TopologySpec,
+    TransferPortsSpec,
+)
+from .validation import Problem, validate_topology
+
+
+class TopologyInvalid(ValueError):
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(map(str, problems)))
+
+
+def build_plan(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> Plan:
+    """Validate, then render with the spec's launch profile; never renders an invalid topology."""
+    problems = validate_topology(spec, nodes)
+    if problems:
+        raise TopologyInvalid(problems)
+    return get_profile(spec.launch_profile).render(spec, nodes)
+
+
+__all__ = [
+    "BenchClientSpec", "InstanceSpec", "KvPoolSpec", "LaunchProfile", "LaunchSpec", "ModelProfile", "ModelSpec",
+    "NodeFacts", "Plan", "PlannedProcess", "Problem", "ProxySpec", "SpecError", "Stage", "StoreServer",
+    "StoreSpec", "TopologyInvalid", "TopologySpec", "TransferPortsSpec", "build_plan", "detached_start_command",
+    "get_profile", "plan_to_text", "spec_diff", "spec_from_dict", "spec_from_yaml", "spec_to_dict",
+    "spec_to_yaml", "validate_topology",
+]

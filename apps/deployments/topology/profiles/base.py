@@ -1,0 +1,22 @@
+"""What a launch profile is: something that turns a valid topology and node facts into a Plan."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from ..inventory_facts import NodeFacts
+from ..plan import Plan
+from ..spec import TopologySpec
+
+
+class LaunchProfile(Protocol):
+    name: str
+    # Engine flags / env the profile renders from spec fields, mapped to the field an operator sets instead;
+    # validation rejects them in extra_args / env so a topology cannot contradict its own rendering.
+    owned_flags: Mapping[str, str]
+    owned_env: Mapping[str, str]
+
+    def render(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> Plan:
+        """Assumes validate_topology(spec, nodes) returned no problems."""
+        ...
