@@ -1,0 +1,129 @@
+"""One engine core (one DP rank): continuous batching of prefill and decode steps on simulated time.
+
+Each step admits waiting requests up to --max-num-seqs, prefills the new ones (time from the cost
+model, minus what a KV store supplied), else decodes one token for every running request at the
+inter-token latency of the current batch size. The step loop is the only "NPU": a hang fault
+pauses it while /health keeps answering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from simcluster import profiles
+from simcluster.engine import textgen
+
+FINISHED = object()
+
+
+@dataclass
+class Request:
+    request_id: str
+    tokens: list[int]
+    max_tokens: int
+    need_prefill_tokens: int  # 0 when KV arrived from a Prefill
+    load_tokens: int = 0  # tokens whose KV came from a store (cheap to load)
+    arrival: float = field(default_factory=time.monotonic)
+    generated: int = 0
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    finish_reason: str | None = None
+    out: asyncio.Queue = field(default_factory=asyncio.Queue)
+
+    @property
+    def stop_at(self) -> int:
+        return min(self.max_tokens, textgen.natural_length(self.tokens))
+
+
+class EngineCore:
+    def __init__(self, *, rank: int, tp: int, max_num_seqs: int, profile, metrics, labels: dict,
+                 capacity_tokens: int, is_hung):
+        self.rank = rank
+        self.tp = tp
+        self.max_num_seqs = max_num_seqs
+        self.profile = profile
+        self.m = metrics
+        self.labels = labels
+        self.capacity_tokens = capacity_tokens
+        self.is_hung = is_hung
+        self.waiting: list[Request] = []
+        self.running: list[Request] = []
+        self.held_tokens = 0  # KV kept for remote decoders counts against the cache
+        self.busy_s = 0.0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    def submit(self, req: Request) -> None:
+        self.waiting.append(req)
+        self._publish()
+        self._wake.set()
+
+    def load(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    def _publish(self) -> None:
+        self.m.running.labels(**self.labels).set(len(self.running))
+        self.m.waiting.labels(**self.labels).set(len(self.waiting))
+        used = sum(len(r.tokens) + r.generated for r in self.running) + self.held_tokens
+        self.m.kv_usage.labels(**self.labels).set(min(1.0, used / self.capacity_tokens))
+
+    async def _loop(self) -> None:
+        while True:
+            if not self.waiting and not self.running:
+                self._wake.clear()
+                await self._wake.wait()
+            while self.is_hung():
+                await asyncio.sleep(0.05)
+            while self.waiting and len(self.running) < self.max_num_seqs:
+                self.running.append(self.waiting.pop(0))
+            self._publish()
+            new = [r for r in self.running if r.generated == 0]
+            if new:
+                compute = sum(r.need_prefill_tokens for r in new)
+                loaded = sum(r.load_tokens for r in new)
+                duration = (profiles.prefill_seconds(self.profile, compute, self.tp) if compute else 0.0) \
+                    + profiles.load_seconds(self.profile, loaded)
+                batch = new
+            else:
+                duration = profiles.itl_seconds(self.profile, len(self.running), self.tp)
+                batch = list(self.running)
+            await asyncio.sleep(duration)
+            self.busy_s += duration
+            now = time.monotonic()
+            for req in batch:
+                self._emit(req, now)
+            self.running = [r for r in self.running if r.finish_reason is None]
+            self._publish()
+
+    def _emit(self, req: Request, now: float) -> None:
+        if req.generated == 0:
+            self.m.prompt_tokens.labels(**self.labels).inc(req.need_prefill_tokens + req.load_tokens)
+            req.first_token_at = now
+            self.m.ttft.labels(**self.labels).observe(now - req.arrival)
+        else:
+            self.m.itl.labels(**self.labels).observe(now - req.last_token_at)
+        token_id, text = textgen.output_token(req.tokens, req.generated)
+        req.generated += 1
+        req.last_token_at = now
+        self.m.generation_tokens.labels(**self.labels).inc()
+        if req.generated >= req.stop_at:
+            req.finish_reason = "length" if req.generated >= req.max_tokens else "stop"
+        req.out.put_nowait((token_id, text, req.finish_reason))
+        if req.finish_reason:
+            self.m.success.labels(**self.labels, finished_reason=req.finish_reason).inc()
+            self.m.e2e.labels(**self.labels).observe(now - req.arrival)
+            req.out.put_nowait(FINISHED)
+
+    def abort(self, req: Request) -> None:
+        """Client went away: drop the request wherever it is."""
+        if req in self.waiting:
+            self.waiting.remove(req)
+        if req in self.running:
+            self.running.remove(req)
+            req.finish_reason = "abort"
+        self._publish()

@@ -1,0 +1,259 @@
+"""The engine's HTTP surface (vLLM's OpenAI API, /health, /metrics) and its PD roles.
+
+Prefill (kv_producer) + `kv_transfer_params.do_remote_decode`: prefill, hold the KV bytes, answer
+with the params MooncakeConnectorV1 returns. Decode (kv_consumer) + `do_remote_prefill`: pull the
+bytes from remote_host:remote_port, verify, then decode. Without PD params an engine serves the
+request locally, as a plain vLLM would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import logging
+import os
+import time
+import uuid
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from simcluster import nodestate, profiles
+from simcluster.engine import textgen
+from simcluster.engine.config import EngineConfig
+from simcluster.engine.core import FINISHED, EngineCore, Request
+from simcluster.engine.kvwire import HeldKV, KVServer, KVTransferError, pull_kv
+from simcluster.engine.metrics import EngineMetrics
+from simcluster.engine.prefix import PrefixTiers
+
+log = logging.getLogger("simcluster.engine")
+KV_GIB_PER_DIE = 4  # KV capacity the cost model grants each die (see README)
+
+
+class Engine:
+    def __init__(self, cfg: EngineConfig):
+        self.cfg = cfg
+        self.m = EngineMetrics()
+        self.api = f"{cfg.host}:{cfg.port}"
+        self.pid = os.getpid()
+        capacity = cfg.tp * KV_GIB_PER_DIE * (1 << 30) // cfg.profile.kv_bytes_per_token
+        self.cores = [EngineCore(rank=r, tp=cfg.tp, max_num_seqs=cfg.max_num_seqs, profile=cfg.profile,
+                                 metrics=self.m, labels={"model_name": cfg.served_names[0], "engine": str(r)},
+                                 capacity_tokens=capacity, is_hung=self._hung) for r in cfg.dp_ranks]
+        self._rr = itertools.count()
+        self._block_ids = itertools.count(1)
+        self.kv = KVServer(self.api, self.m, profiles.kv_scale(), cfg.abort_timeout_s, corrupt=self._corrupt)
+        block = profiles.held_bytes(cfg.profile, profiles.BLOCK_SIZE)
+        self.prefix = PrefixTiers(model=cfg.model, block_bytes=block, metrics=self.m,
+                                  ascendstore_servers=cfg.ascendstore_servers if cfg.kv_role != "kv_consumer" else [],
+                                  kvpool_socket=cfg.kvpool_socket if cfg.kv_role != "kv_consumer" else None)
+        self._faults: dict = {}
+        self._faults_checked = 0.0
+
+    # -- faults (written by `python -m simcluster fault`, read here at most every 0.2 s) --
+    def _fault_list(self, kind: str) -> list:
+        now = time.monotonic()
+        if now - self._faults_checked > 0.2:
+            self._faults = nodestate.faults(self.cfg.node_dir)
+            self._faults_checked = now
+        return self._faults.get(kind, [])
+
+    def _hung(self) -> bool:
+        return self.pid in self._fault_list("hang")
+
+    def _corrupt(self) -> bool:
+        return self.pid in self._fault_list("corrupt_kv")
+
+    # -- lifecycle --
+    async def start(self) -> None:
+        for core in self.cores:
+            core.start()
+        if self.cfg.kv_role in ("kv_producer", "kv_both"):
+            # The real connector binds one side-channel port per die it drives (launch-reference §1.5).
+            ports = [self.cfg.kv_port + r * self.cfg.tp + t for r in self.cfg.dp_ranks for t in range(self.cfg.tp)]
+            await self.kv.start(self.cfg.host, ports)
+        asyncio.get_running_loop().create_task(self._housekeeping())
+
+    async def _housekeeping(self) -> None:
+        last_busy, last_t = 0.0, time.monotonic()
+        while True:
+            self.kv.expire()
+            for core in self.cores:
+                core.held_tokens = sum(kv.tokens for kv in self.kv.held.values())
+            busy = sum(c.busy_s for c in self.cores)
+            now = time.monotonic()
+            load = min(1.0, (busy - last_busy) / max(now - last_t, 1e-6) / len(self.cores))
+            last_busy, last_t = busy, now
+            self.register(load)
+            await asyncio.sleep(1.0)
+
+    def register(self, load: float = 0.0) -> None:
+        if self.cfg.node_dir:
+            nodestate.register_engine(self.cfg.node_dir, {
+                "pid": self.pid, "role": self.cfg.kv_role, "api": self.api, "model": self.cfg.model,
+                "devices": self.cfg.devices, "hbm_mb": self.cfg.hbm_mb_per_die, "load": round(load, 3),
+                "kv_port": self.cfg.kv_port, "dp_ranks": self.cfg.dp_ranks, "tp": self.cfg.tp})
+
+    def unregister(self) -> None:
+        if self.cfg.node_dir:
+            (self.cfg.node_dir / "engines" / f"{self.pid}.json").unlink(missing_ok=True)
+
+    # -- request handling --
+    def _pick_core(self) -> EngineCore:
+        return min(self.cores, key=lambda c: (c.load(), next(self._rr) % 997))
+
+    async def generate(self, body: dict, chat: bool, request_id: str):
+        """Returns (Request, core, kv_transfer_params for the response or None)."""
+        prompt = textgen.chat_prompt(body.get("messages", [])) if chat else body.get("prompt", "")
+        tokens = textgen.tokenize(prompt)
+        if len(tokens) >= self.cfg.max_model_len:
+            raise web.HTTPBadRequest(text=json.dumps(_error(
+                f"This model's maximum context length is {self.cfg.max_model_len} tokens. However, your "
+                f"request has {len(tokens)} input tokens.")), content_type="application/json")
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+        max_tokens = int(max_tokens) if max_tokens else (16 if not chat else self.cfg.max_model_len - len(tokens))
+        params = body.get("kv_transfer_params") or {}
+        core = self._pick_core()
+        labels = core.labels
+        need, loaded = len(tokens), 0
+        if params.get("do_remote_prefill") and self.cfg.kv_role in ("kv_consumer", "kv_both"):
+            expected = profiles.held_bytes(self.cfg.profile, len(tokens))
+            try:
+                await pull_kv(params=params, local_host=self.cfg.host, api_endpoint=self.api,
+                              expected_size=expected, metrics=self.m, kv_scale=profiles.kv_scale())
+                need = 0
+            except KVTransferError as exc:
+                if self.cfg.kv_load_failure_policy != "recompute":
+                    raise web.HTTPInternalServerError(text=json.dumps(_error(str(exc), "KVTransferError")),
+                                                      content_type="application/json") from exc
+                log.warning("%s; recomputing the prompt locally", exc)
+        elif self.prefix.enabled:
+            hashes = textgen.block_hashes(self.cfg.model, tokens, profiles.BLOCK_SIZE)
+            hits = await self.prefix.lookup(hashes)
+            self.m.prefix_queries.labels(**labels).inc(len(tokens))
+            self.m.prefix_hits.labels(**labels).inc(hits * profiles.BLOCK_SIZE)
+            loaded = hits * profiles.BLOCK_SIZE
+            need = len(tokens) - loaded
+            self.prefix.backup(hashes, skip=hits)
+        req = Request(request_id=request_id, tokens=tokens, max_tokens=max_tokens, need_prefill_tokens=need,
+                      load_tokens=loaded)
+        core.submit(req)
+        out_params = None
+        if params.get("do_remote_decode") and self.cfg.kv_role in ("kv_producer", "kv_both"):
+            out_params = self._hold_kv(request_id, tokens, core)
+        return req, core, out_params
+
+    def _hold_kv(self, request_id: str, tokens: list[int], core: EngineCore) -> dict:
+        size = profiles.held_bytes(self.cfg.profile, len(tokens))
+        hashes = textgen.block_hashes(self.cfg.model, tokens, profiles.BLOCK_SIZE)
+        nblocks = -(-len(tokens) // profiles.BLOCK_SIZE)
+        # Deterministic bytes: full blocks from their prefix hash, the tail from the whole prompt.
+        seed = hashes + [hashlib.sha256(str(tokens).encode()).hexdigest()[:32]] * (nblocks - len(hashes))
+        per = size // nblocks
+        data = b"".join(textgen.block_bytes(s, per) for s in seed)
+        data += textgen.block_bytes("tail" + seed[-1], size - len(data))
+        block_ids = [next(self._block_ids) for _ in range(nblocks)]
+        self.kv.hold(request_id, HeldKV(data, hashlib.sha256(data).hexdigest(), block_ids, len(tokens)))
+        rank = core.rank
+        return {
+            "do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": block_ids,
+            "remote_engine_id": self.cfg.engine_ids[rank], "remote_request_id": request_id,
+            "remote_host": self.cfg.host, "remote_port": self.cfg.kv_port + rank * self.cfg.tp,
+            "remote_pcp_size": 1, "remote_dcp_size": 1, "remote_ptp_size": self.cfg.tp,
+            "last_token_id": textgen.output_token(tokens, 0)[0], "remote_multi_nodes_meta_mapping": None,
+            "num_prompt_blocks": nblocks, "remote_block_size": profiles.BLOCK_SIZE,
+        }
+
+
+def _error(message: str, kind: str = "BadRequestError") -> dict:
+    return {"error": {"message": message, "type": kind, "param": None, "code": 400}}
+
+
+def build_app(engine: Engine) -> web.Application:
+    cfg = engine.cfg
+    app = web.Application(client_max_size=64 << 20)
+
+    async def health(_request):
+        return web.Response(status=200)
+
+    async def models(_request):
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "vllm", "root": cfg.model,
+                 "parent": None, "max_model_len": cfg.max_model_len} for name in cfg.served_names]
+        return web.json_response({"object": "list", "data": data})
+
+    async def metrics(_request):
+        return web.Response(body=generate_latest(engine.m.registry),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def load(_request):
+        return web.json_response({"server_load": sum(c.load() for c in engine.cores)})
+
+    async def completion(request: web.Request, chat: bool):
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return web.json_response(_error("body is not JSON"), status=400)
+        model = body.get("model") or cfg.served_names[0]
+        if model not in cfg.served_names:
+            return web.json_response(_error(f"The model `{model}` does not exist.", "NotFoundError"), status=404)
+        rid = ("chatcmpl-" if chat else "cmpl-") + (request.headers.get("X-Request-Id") or uuid.uuid4().hex)
+        req, core, out_params = await engine.generate(body, chat, rid)
+        if body.get("stream"):
+            return await _stream(request, engine, core, req, body, chat, model, out_params)
+        text, finish = [], None
+        while (item := await req.out.get()) is not FINISHED:
+            text.append(item[1])
+            finish = item[2]
+        prompt_n, gen_n = len(req.tokens), req.generated
+        choice = ({"index": 0, "message": {"role": "assistant", "content": "".join(text)},
+                   "finish_reason": finish, "stop_reason": None} if chat else
+                  {"index": 0, "text": "".join(text), "logprobs": None, "finish_reason": finish, "stop_reason": None})
+        resp = {"id": rid, "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
+                "model": model, "choices": [choice],
+                "usage": {"prompt_tokens": prompt_n, "completion_tokens": gen_n, "total_tokens": prompt_n + gen_n},
+                "kv_transfer_params": out_params}
+        return web.json_response(resp)
+
+    app.router.add_get("/health", health)
+    app.router.add_get("/ping", health)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/load", load)
+    app.router.add_get("/version", lambda _r: web.json_response({"version": "0.0.0+simcluster"}))
+    app.router.add_post("/v1/completions", lambda r: completion(r, False))
+    app.router.add_post("/v1/chat/completions", lambda r: completion(r, True))
+    return app
+
+
+async def _stream(request, engine, core, req, body, chat, model, out_params):
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    created = int(time.time())
+    kind = "chat.completion.chunk" if chat else "text_completion"
+
+    def chunk(choices, **extra):
+        data = {"id": req.request_id, "object": kind, "created": created, "model": model, "choices": choices}
+        data.update(extra)
+        return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+    try:
+        if chat:
+            await resp.write(chunk([{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                     "logprobs": None, "finish_reason": None}]))
+        while (item := await req.out.get()) is not FINISHED:
+            _tid, text, finish = item
+            choice = ({"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
+                      if chat else {"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+                                    "stop_reason": None})
+            extra = {"kv_transfer_params": out_params} if finish and out_params else {}
+            await resp.write(chunk([choice], **extra))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            n, g = len(req.tokens), req.generated
+            await resp.write(chunk([], usage={"prompt_tokens": n, "completion_tokens": g, "total_tokens": n + g}))
+        await resp.write(b"data: [DONE]\n\n")
+    except (ConnectionResetError, asyncio.CancelledError):
+        core.abort(req)
+        raise
+    return resp
