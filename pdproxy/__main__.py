@@ -1,0 +1,5 @@
+"""`python -m pdproxy ...`"""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""Routes a client request to the PD flow, the admin API, health or metrics, and owns the proxy's parts."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+from .admin import Admin
+from .backend_pool import HEALTHY, PENDING, BackendPool
+from .balancer import Sticky, make_balancer
+from .config import Config
+from .health import HealthChecker
+from .limits import RateLimiter
+from .metrics import Metrics
+from .pd_flow import PDFlow
+
+GENERATE = ("/v1/completions", "/v1/chat/completions")
+
+
+class ProxyApp:
+    def __init__(self, cfg: Config, initial_state: str = PENDING):
+        self.cfg = cfg
+        self.pools = {role: BackendPool(role) for role in ("prefill", "decode")}
+        for role, addrs in (("prefill", cfg.prefill), ("decode", cfg.decode)):
+            pool = self.pools[role]
+            pool._eject_after_5xx = cfg.eject_after_5xx
+            for a in addrs:
+                pool.add(a, state=initial_state)
+        self.balancers = {}
+        for role, pool in self.pools.items():
+            inner = make_balancer(cfg.role_policy(role), pool, cfg.hash_load_factor)
+            self.balancers[role] = Sticky(inner, cfg.sticky_ttl)
+        self.metrics = Metrics(lambda: self.pools.values())
+        self.limiter = RateLimiter(cfg.rate_limit, cfg.rate_burst, cfg.client_rate_limit, cfg.client_rate_burst)
+        self.health = HealthChecker(list(self.pools.values()), cfg.health_path, cfg.health_interval,
+                                    cfg.health_timeout)
+        self.flow = PDFlow(cfg, self.pools, self.balancers, self.metrics)
+        self.admin = Admin(cfg.admin_token, self.pools, self.health)
+        self._client_header = cfg.client_key[7:].lower() if cfg.client_key.startswith("header:") else None
+
+    async def handle(self, req, conn):
+        path = req.path
+        if req.too_large:
+            self.metrics.error("too_large")
+            conn.keep_alive = False
+            conn.send_error(413, f"request body exceeds the limit of {self.cfg.max_body_bytes} bytes",
+                            "RequestTooLargeError")
+            return
+        if path in GENERATE:
+            if req.method != "POST":
+                conn.send_error(405, f"use POST on {path}", "MethodNotAllowed")
+                return
+            if self.limiter.enabled and not self._admit(req, conn):
+                self.metrics.request(path, 429)
+                return
+            await self.flow.generate(req, conn, path)
+            m = self.metrics
+            m.request(path, conn.status_sent)
+            m.observe(m.duration, path, time.perf_counter() - req.t0)
+            return
+        if path == "/v1/models":
+            await self.flow.models(req, conn)
+            return
+        if path in ("/health", "/healthcheck"):
+            self.health_answer(conn, path)
+            return
+        if path == "/metrics":
+            conn.send_response(200, self.metrics.render(), b"text/plain; version=0.0.4; charset=utf-8")
+            return
+        if path.startswith("/admin/"):
+            await self.admin.handle(req, conn)
+            return
+        conn.send_error(404, f"no route for {req.method} {path}", "NotFoundError")
+
+    def _admit(self, req, conn) -> bool:
+        client = req.headers.get(self._client_header, "") if self._client_header else req.client_ip
+        refused = self.limiter.admit(client)
+        if refused is None:
+            return True
+        scope, wait = refused
+        self.metrics._child(self.metrics.rate_limited, scope).inc()
+        self.metrics.error("rate_limited")
+        retry_after = str(max(1, math.ceil(wait))).encode()
+        conn.send_error(429, f"rate limit exceeded ({scope}); retry after {retry_after.decode()}s",
+                        "RateLimitError", extra=[(b"Retry-After", retry_after)])
+        return False
+
+    def health_answer(self, conn, path: str):
+        p = self.pools["prefill"]
+        d = self.pools["decode"]
+        counts = {role: sum(1 for b in pool.backends if b.state == HEALTHY) for role, pool in self.pools.items()}
+        ok = counts["prefill"] > 0 and counts["decode"] > 0
+        payload = {"status": "ok" if ok else "unavailable",
+                   "prefill_instances": counts["prefill"], "decode_instances": counts["decode"],
+                   "request_num": sum(b.inflight for pool in self.pools.values() for b in pool.backends)}
+        if not ok:
+            payload["reason"] = "; ".join(pool.why_unavailable() for pool, n in
+                                          ((p, counts["prefill"]), (d, counts["decode"])) if n == 0)
+        conn.send_response(200 if ok else 503, json.dumps(payload).encode())

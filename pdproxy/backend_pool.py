@@ -1,0 +1,153 @@
+"""The Prefill and Decode instances: their state (healthy, pending, ejected, draining), load and idle connections."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from .config import parse_address
+from .http_client import BackendError, ClientConnection, open_connection
+
+log = logging.getLogger("pdproxy.backends")
+
+HEALTHY, PENDING, EJECTED, DRAINING = "healthy", "pending", "ejected", "draining"
+MAX_IDLE = 256
+
+
+class Backend:
+    __slots__ = ("role", "host", "port", "addr", "weight", "state", "inflight", "inflight_load", "idle",
+                 "fail_5xx", "last_error", "state_since", "requests", "failures", "host_header",
+                 "removed")
+
+    def __init__(self, role: str, addr: str, weight: float = 1.0, state: str = PENDING):
+        self.role = role
+        self.host, self.port = parse_address(addr)
+        self.addr = f"{self.host}:{self.port}"
+        self.host_header = self.addr.encode()
+        self.weight = float(weight) if weight and weight > 0 else 1.0
+        self.state = state
+        self.state_since = time.monotonic()
+        self.inflight = 0
+        self.inflight_load = 0.0
+        self.idle: list[ClientConnection] = []
+        self.fail_5xx = 0
+        self.last_error = ""
+        self.requests = 0
+        self.failures = 0
+        self.removed = False
+
+    @property
+    def available(self) -> bool:
+        return self.state == HEALTHY
+
+    def describe(self) -> dict:
+        return {"address": self.addr, "role": self.role, "state": self.state, "weight": self.weight,
+                "inflight": self.inflight, "requests": self.requests, "failures": self.failures,
+                "last_error": self.last_error,
+                "state_for_seconds": round(time.monotonic() - self.state_since, 3)}
+
+    # connections
+    async def acquire(self, loop, connect_timeout: float) -> tuple[ClientConnection, bool]:
+        idle = self.idle
+        while idle:
+            conn = idle.pop()
+            if not conn.closed:
+                return conn, True
+        return await open_connection(loop, self.host, self.port, connect_timeout), False
+
+    def release(self, conn: ClientConnection):
+        if conn.complete and conn.reusable and not conn.closed and not self.removed and len(self.idle) < MAX_IDLE:
+            conn.disarm()
+            self.idle.append(conn)
+        else:
+            conn.close()
+
+    def close_idle(self):
+        idle, self.idle = self.idle, []
+        for conn in idle:
+            conn.close()
+
+
+class BackendPool:
+    """All instances of one role. `version` changes whenever membership or availability changes."""
+
+    def __init__(self, role: str, on_change=None):
+        self.role = role
+        self.backends: list[Backend] = []
+        self.version = 0
+        self._available: list[Backend] = []
+        self._on_change = on_change
+
+    def _changed(self):
+        self.version += 1
+        self._available = [b for b in self.backends if b.state == HEALTHY]
+        if self._on_change is not None:
+            self._on_change(self)
+
+    def available(self) -> list[Backend]:
+        return self._available
+
+    def get(self, addr: str) -> Backend | None:
+        host, port = parse_address(addr)
+        key = f"{host}:{port}"
+        for b in self.backends:
+            if b.addr == key:
+                return b
+        return None
+
+    def add(self, addr: str, weight: float = 1.0, state: str = PENDING) -> Backend:
+        existing = self.get(addr)
+        if existing is not None:
+            raise ValueError(f"{self.role} instance {existing.addr} already exists")
+        b = Backend(self.role, addr, weight, state)
+        self.backends.append(b)
+        self._changed()
+        return b
+
+    def remove(self, addr: str) -> Backend:
+        b = self.get(addr)
+        if b is None:
+            raise KeyError(addr)
+        self.backends.remove(b)
+        b.removed = True
+        b.close_idle()
+        self._changed()
+        return b
+
+    def set_state(self, b: Backend, state: str, reason: str = ""):
+        if b.state == state:
+            return
+        log.warning("%s %s: %s -> %s%s", self.role, b.addr, b.state, state, f" ({reason})" if reason else "")
+        b.state = state
+        b.state_since = time.monotonic()
+        if state == EJECTED:
+            b.close_idle()
+        if not b.removed:
+            self._changed()
+
+    # passive health
+    def report_failure(self, b: Backend, err: BackendError | None = None, status: int = 0):
+        b.failures += 1
+        if err is not None:
+            b.last_error = err.reason
+            # connection-level failures and timeouts mean the instance is unusable right now
+            if b.state in (HEALTHY, PENDING):
+                self.set_state(b, EJECTED, err.reason)
+        else:
+            b.fail_5xx += 1
+            b.last_error = f"answered HTTP {status}"
+            if b.fail_5xx >= self._eject_after_5xx and b.state == HEALTHY:
+                self.set_state(b, EJECTED, f"{b.fail_5xx} consecutive 5xx answers")
+
+    _eject_after_5xx = 3
+
+    def report_success(self, b: Backend):
+        b.fail_5xx = 0
+
+    def why_unavailable(self) -> str:
+        if not self.backends:
+            return f"no {self.role} instance is configured"
+        states = ", ".join(
+            f"{b.addr} {b.state}" + (f" ({b.last_error})" if b.last_error and b.state != DRAINING else "")
+            for b in self.backends)
+        return f"no healthy {self.role} instance: {states}"

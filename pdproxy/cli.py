@@ -1,0 +1,152 @@
+"""Command line: flags (ours and the vllm-ascend example proxy's) and/or a YAML file -> Config -> serve."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from .config import Config, ConfigError, load_yaml
+
+log = logging.getLogger("pdproxy")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pdproxy", description="Prefill/Decode disaggregation proxy for vLLM")
+    a = p.add_argument
+    a("--config", help="YAML file with any of the settings below (flags given here win)")
+    a("--host", help="listen address (default 127.0.0.1)")
+    a("--port", type=int, help="listen port (default 8000; 0 = any free port)")
+    a("--prefill", nargs="+", action="extend", metavar="HOST:PORT", help="Prefill instances")
+    a("--decode", nargs="+", action="extend", metavar="HOST:PORT", help="Decode instances")
+    ex = p.add_argument_group("vllm-ascend example proxy flags (accepted as they are)")
+    ex.add_argument("--prefiller-hosts", nargs="+", default=None)
+    ex.add_argument("--prefiller-ports", nargs="+", type=int, default=None)
+    ex.add_argument("--decoder-hosts", nargs="+", default=None)
+    ex.add_argument("--decoder-ports", nargs="+", type=int, default=None)
+    ex.add_argument("--retry-delay", type=float, help="accepted; retries here go to another instance at once")
+    ex.add_argument("--max-waiting-retries", type=int, help="accepted, unused")
+    ex.add_argument("--waiting-retry-interval", type=float, help="accepted, unused")
+    ex.add_argument("--workers", type=int, help="accepted; one process serves (run more behind a balancer)")
+    b = p.add_argument_group("balancing")
+    b.add_argument("--policy", choices=("round_robin", "least_conn", "consistent_hash"))
+    b.add_argument("--prefill-policy", choices=("round_robin", "least_conn", "consistent_hash"))
+    b.add_argument("--decode-policy", choices=("round_robin", "least_conn", "consistent_hash"))
+    b.add_argument("--hash-key", choices=("request_id", "user", "client_ip", "prefix"))
+    b.add_argument("--prefix-chars", type=int)
+    b.add_argument("--hash-load-factor", type=float)
+    b.add_argument("--sticky-header", help="header naming a session, e.g. X-Session-Id")
+    b.add_argument("--sticky-ttl", type=float)
+    h = p.add_argument_group("health, retries, timeouts")
+    h.add_argument("--health-path", help="/health (default) or /v1/models")
+    h.add_argument("--health-interval", type=float)
+    h.add_argument("--health-timeout", type=float)
+    h.add_argument("--eject-after-5xx", type=int)
+    h.add_argument("--max-retries", type=int)
+    h.add_argument("--connect-timeout", type=float)
+    h.add_argument("--first-byte-timeout", type=float)
+    h.add_argument("--total-timeout", type=float)
+    lim = p.add_argument_group("limits")
+    lim.add_argument("--max-body-bytes", type=int)
+    lim.add_argument("--rate-limit", type=float, help="requests/s over all clients (0 = off)")
+    lim.add_argument("--rate-burst", type=float)
+    lim.add_argument("--client-rate-limit", type=float, help="requests/s per client (0 = off)")
+    lim.add_argument("--client-rate-burst", type=float)
+    lim.add_argument("--client-key", help="client_ip or header:<name>")
+    o = p.add_argument_group("admin and backends")
+    o.add_argument("--admin-token")
+    o.add_argument("--admin-token-file")
+    o.add_argument("--backend-api-key", help="sent as Authorization: Bearer when the client sends none "
+                   "(default: $OPENAI_API_KEY)")
+    o.add_argument("--no-recompute", action="store_true", help="do not continue answers Decode recomputed")
+    o.add_argument("--max-recomputes", type=int)
+    o.add_argument("--log-level")
+    return p
+
+
+def _pairs(hosts, ports, flag) -> list[str]:
+    if hosts is None and ports is None:
+        return []
+    hosts = hosts or ["localhost"]
+    ports = ports or []
+    if len(hosts) == 1 and len(ports) > 1:
+        hosts = hosts * len(ports)
+    if len(hosts) != len(ports):
+        raise ConfigError(f"--{flag}-hosts and --{flag}-ports must have the same length")
+    return [f"{h}:{p}" for h, p in zip(hosts, ports, strict=True)]
+
+
+def config_from_args(argv=None) -> Config:
+    args = build_parser().parse_args(argv)
+    values: dict = {}
+    if args.config:
+        values.update(load_yaml(args.config))
+    skip = {"config", "prefiller_hosts", "prefiller_ports", "decoder_hosts", "decoder_ports", "retry_delay",
+            "max_waiting_retries", "waiting_retry_interval", "workers", "admin_token_file", "no_recompute",
+            "prefill", "decode"}
+    for name, value in vars(args).items():
+        if name not in skip and value is not None:
+            values[name] = value
+    prefill = (args.prefill or []) + _pairs(args.prefiller_hosts, args.prefiller_ports, "prefiller")
+    decode = (args.decode or []) + _pairs(args.decoder_hosts, args.decoder_ports, "decoder")
+    if prefill:
+        values["prefill"] = prefill
+    if decode:
+        values["decode"] = decode
+    if args.admin_token_file:
+        with open(args.admin_token_file, encoding="utf-8") as fh:
+            values["admin_token"] = fh.read().strip()
+    if args.no_recompute:
+        values["recompute"] = False
+    if args.workers and args.workers > 1:
+        log.warning("--workers %d: pdproxy serves from one process; ignoring", args.workers)
+    return Config(**values).validate()
+
+
+async def run(cfg: Config, ready=None) -> None:
+    from .app import ProxyApp
+    from .http_server import serve
+
+    app = ProxyApp(cfg)
+    await app.health.check_all()  # take traffic at once on instances that are already up
+    server = await serve(app, cfg.host, cfg.port, cfg.max_body_bytes)
+    host, port = server.sockets[0].getsockname()[:2]
+    app.health.start()
+    print(f"pdproxy listening on http://{host}:{port}", flush=True)
+    if ready is not None:
+        ready(app, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    await stop.wait()
+    server.close()
+    app.health.stop()
+    # let requests in flight finish, within reason
+    for _ in range(100):
+        if not any(b.inflight for pool in app.pools.values() for b in pool.backends):
+            break
+        await asyncio.sleep(0.1)
+
+
+def main(argv=None) -> int:
+    try:
+        cfg = config_from_args(argv)
+    except (ConfigError, OSError) as exc:
+        print(f"pdproxy: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        import uvloop
+    except ImportError:
+        uvloop = None
+    if uvloop is not None:
+        uvloop.run(run(cfg))
+    else:
+        asyncio.run(run(cfg))
+    return 0

@@ -1,0 +1,124 @@
+"""Proxy settings: one typed object built from CLI flags and/or a YAML file, validated before anything starts."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+import yaml
+
+POLICIES = ("round_robin", "least_conn", "consistent_hash")
+HASH_KEYS = ("request_id", "user", "client_ip", "prefix")
+
+
+class ConfigError(ValueError):
+    """A setting is missing or wrong; the message names it."""
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """'host:port' (or '[v6]:port') -> (host, port)."""
+    text = text.strip()
+    if text.startswith("http://"):
+        text = text[len("http://"):].rstrip("/")
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"not a HOST:PORT address: {text!r}")
+    host = host.strip("[]")
+    port_n = int(port)
+    if not 0 < port_n < 65536:
+        raise ConfigError(f"port out of range in {text!r}")
+    return host, port_n
+
+
+@dataclass
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    prefill: list[str] = field(default_factory=list)
+    decode: list[str] = field(default_factory=list)
+    # balancing
+    policy: str = "least_conn"
+    prefill_policy: str | None = None
+    decode_policy: str | None = None
+    hash_key: str = "request_id"
+    prefix_chars: int = 256
+    hash_load_factor: float = 1.25
+    sticky_header: str | None = None  # e.g. "x-session-id": same value -> same instances while healthy
+    sticky_ttl: float = 600.0
+    # health
+    health_path: str = "/health"
+    health_interval: float = 2.0
+    health_timeout: float = 1.0
+    eject_after_5xx: int = 3
+    # retries and timeouts (seconds)
+    max_retries: int = 3
+    connect_timeout: float = 2.0
+    first_byte_timeout: float = 300.0
+    total_timeout: float = 1800.0
+    # limits
+    max_body_bytes: int = 16 * 1024 * 1024
+    rate_limit: float = 0.0  # requests/s over all clients; 0 = off
+    rate_burst: float = 0.0
+    client_rate_limit: float = 0.0  # requests/s per client; 0 = off
+    client_rate_burst: float = 0.0
+    client_key: str = "client_ip"  # or "header:<name>"
+    # admin and backends
+    admin_token: str | None = None
+    backend_api_key: str | None = None
+    recompute: bool = True
+    max_recomputes: int = 3
+    log_level: str = "INFO"
+
+    def validate(self) -> Config:
+        if not self.prefill or not self.decode:
+            pass  # an empty role is allowed: instances may be added through the admin API
+        for addr in [*self.prefill, *self.decode]:
+            parse_address(addr)
+        for name in ("policy", "prefill_policy", "decode_policy"):
+            value = getattr(self, name)
+            if value is not None and value not in POLICIES:
+                raise ConfigError(f"{name}: {value!r} is not one of {', '.join(POLICIES)}")
+        if self.hash_key not in HASH_KEYS:
+            raise ConfigError(f"hash_key: {self.hash_key!r} is not one of {', '.join(HASH_KEYS)}")
+        if not (self.client_key == "client_ip" or self.client_key.startswith("header:")):
+            raise ConfigError("client_key must be 'client_ip' or 'header:<name>'")
+        if self.hash_load_factor < 1.0:
+            raise ConfigError("hash_load_factor must be >= 1.0")
+        for name in ("connect_timeout", "first_byte_timeout", "total_timeout", "health_interval",
+                     "health_timeout"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0")
+        if self.max_retries < 0 or self.max_body_bytes <= 0:
+            raise ConfigError("max_retries must be >= 0 and max_body_bytes > 0")
+        if self.host in ("", "0.0.0.0", "::") and os.environ.get("PDPROXY_ALLOW_WILDCARD") != "1":
+            # Binding every interface must be a deliberate act, not a default.
+            raise ConfigError("refusing to bind a wildcard address; set PDPROXY_ALLOW_WILDCARD=1 to allow it")
+        if self.sticky_header:
+            self.sticky_header = self.sticky_header.lower()
+        return self
+
+    def role_policy(self, role: str) -> str:
+        return (self.prefill_policy if role == "prefill" else self.decode_policy) or self.policy
+
+
+FIELD_NAMES = {f.name for f in dataclasses.fields(Config)}
+
+
+def load_yaml(path: str) -> dict:
+    """Read a YAML config file into a dict of Config field values (dashes accepted for underscores)."""
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    out = {}
+    for key, value in data.items():
+        name = str(key).replace("-", "_")
+        if name not in FIELD_NAMES:
+            raise ConfigError(f"{path}: unknown setting {key!r}")
+        if name in ("prefill", "decode"):
+            if isinstance(value, str):
+                value = [value]
+            value = [str(v) for v in value or []]
+        out[name] = value
+    return out

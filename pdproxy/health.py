@@ -1,0 +1,77 @@
+"""Active health checks: probe every instance on an interval; bring pending/ejected ones in, eject dead ones."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from .backend_pool import DRAINING, EJECTED, HEALTHY, PENDING, Backend, BackendPool
+from .http_client import BackendError, build_request, open_connection
+
+log = logging.getLogger("pdproxy.health")
+
+
+async def probe(backend: Backend, path: str, timeout: float) -> str | None:
+    """None when the instance answered 2xx on `path`, else the reason it did not."""
+    loop = asyncio.get_running_loop()
+    conn = None
+    try:
+        conn = await open_connection(loop, backend.host, backend.port, timeout)
+        conn.send(build_request(b"GET", path.encode(), backend.host_header, b"",
+                                [(b"Connection", b"close")]), timeout)
+        await conn.read_head()
+        await conn.read_body(timeout)
+        if 200 <= conn.status < 300:
+            return None
+        return f"health check {path} answered HTTP {conn.status}"
+    except BackendError as exc:
+        return f"health check: {exc.reason}"
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+class HealthChecker:
+    def __init__(self, pools: list[BackendPool], path: str, interval: float, timeout: float):
+        self.pools = pools
+        self.path = path
+        self.interval = interval
+        self.timeout = timeout
+        self._task = None
+
+    async def check(self, pool: BackendPool, b: Backend):
+        reason = await probe(b, self.path, self.timeout)
+        if b.removed:
+            return
+        if reason is None:
+            if b.state in (PENDING, EJECTED):
+                b.fail_5xx = 0
+                pool.set_state(b, HEALTHY, "health check passed")
+        else:
+            b.last_error = reason
+            if b.state == HEALTHY:
+                pool.set_state(b, EJECTED, reason)
+            # a draining instance stays draining; a pending one stays pending
+
+    async def check_all(self):
+        jobs = [self.check(pool, b) for pool in self.pools for b in list(pool.backends)]
+        if jobs:
+            await asyncio.gather(*jobs, return_exceptions=True)
+
+    async def run(self):
+        while True:
+            try:
+                await self.check_all()
+            except Exception:  # the checker must never die
+                log.exception("health check round failed")
+            await asyncio.sleep(self.interval)
+
+    def start(self):
+        self._task = asyncio.get_running_loop().create_task(self.run())
+
+    def stop(self):
+        if self._task is not None:
+            self._task.cancel()
+
+
+__all__ = ["HealthChecker", "probe", "DRAINING"]

@@ -1,0 +1,199 @@
+"""Small pooled HTTP/1.1 client for the backend legs: httptools response parser, keep-alive, per-phase timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import httptools
+
+
+class BackendError(Exception):
+    """A backend leg failed. kind: connect | timeout | reset | garbage. `started`: response bytes were seen."""
+
+    def __init__(self, kind: str, reason: str, started: bool = False):
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+        self.started = started
+
+
+class ClientConnection(asyncio.Protocol):
+    """One keep-alive connection to a backend. Body bytes go to a sink once attached, buffered until then."""
+
+    __slots__ = ("loop", "transport", "parser", "closed", "status", "headers", "_chunks", "complete",
+                 "reusable", "_head_waiter", "_done_waiter", "_sink", "error", "started", "_timer",
+                 "_phase_started", "idle_since")
+
+    def __init__(self, loop):
+        self.loop = loop
+        self.transport = None
+        self.closed = False
+        self.parser = None
+        self._timer = None
+        self.idle_since = 0.0
+        self._new_exchange()
+
+    def _new_exchange(self):
+        self.status = 0
+        self.headers = {}
+        self._chunks = []
+        self.complete = False
+        self.reusable = False
+        self._head_waiter = None
+        self._done_waiter = None
+        self._sink = None
+        self.error = None
+        self.started = False
+
+    # asyncio.Protocol
+    def connection_made(self, transport):
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+
+    def data_received(self, data):
+        self.started = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(BackendError("garbage", f"unparseable HTTP from backend: {exc}", True))
+            self.transport.abort()
+        except AttributeError:  # bytes arrived while idle: the backend is not speaking HTTP/1.1 properly
+            self.closed = True
+            self.transport.abort()
+
+    def eof_received(self):
+        return False
+
+    def connection_lost(self, exc):
+        self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self.complete and self.parser is not None:
+            if self.started:
+                self._fail(BackendError("reset", "backend closed the connection mid-response", True))
+            else:
+                self._fail(BackendError("reset", "backend closed the connection before answering", False))
+
+    # httptools callbacks
+    def on_header(self, name, value):
+        self.headers[name.decode("latin-1").lower()] = value
+
+    def on_headers_complete(self):
+        self.status = self.parser.get_status_code()
+        w = self._head_waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def on_body(self, body):
+        if self._sink is not None:
+            self._sink(body)
+        else:
+            self._chunks.append(body)
+
+    def on_message_complete(self):
+        self.complete = True
+        self.reusable = self.parser.should_keep_alive()
+        self.parser = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        w = self._done_waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    # failure plumbing
+    def _fail(self, err: BackendError):
+        if self.error is None:
+            self.error = err
+        for w in (self._head_waiter, self._done_waiter):
+            if w is not None and not w.done():
+                w.set_exception(err)
+
+    def _on_timeout(self, what: str, seconds: float):
+        self._timer = None
+        self._fail(BackendError("timeout", f"no {what} from backend within {seconds:g}s", self.started))
+        self.closed = True
+        self.transport.abort()
+
+    def arm(self, seconds: float, what: str):
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self.loop.call_later(seconds, self._on_timeout, what, seconds)
+
+    def disarm(self):
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # the exchange
+    def send(self, data: bytes, first_byte_timeout: float):
+        self._new_exchange()
+        self.parser = httptools.HttpResponseParser(self)
+        self.transport.write(data)
+        self.arm(first_byte_timeout, "response")
+
+    async def read_head(self):
+        if self.status == 0 and self.error is None:
+            self._head_waiter = self.loop.create_future()
+            await self._head_waiter
+        elif self.error is not None and self.status == 0:
+            raise self.error
+
+    async def read_body(self, timeout: float) -> bytes:
+        if not self.complete:
+            if self.error is not None:
+                raise self.error
+            self.arm(timeout, "complete body")
+            self._done_waiter = self.loop.create_future()
+            await self._done_waiter
+        chunks = self._chunks
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def attach_sink(self, sink):
+        """Deliver body bytes to sink(data) from now on (buffered ones first). Returns a future for the end."""
+        chunks, self._chunks = self._chunks, []
+        for c in chunks:
+            sink(c)
+        self._sink = sink
+        fut = self.loop.create_future()
+        if self.complete:
+            fut.set_result(None)
+        elif self.error is not None:
+            fut.set_exception(self.error)
+        else:
+            self._done_waiter = fut
+        return fut
+
+    def close(self):
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+async def open_connection(loop, host: str, port: int, timeout: float) -> ClientConnection:
+    try:
+        async with asyncio.timeout(timeout):
+            _, conn = await loop.create_connection(lambda: ClientConnection(loop), host, port)
+    except TimeoutError:
+        raise BackendError("connect", f"connect to {host}:{port} timed out after {timeout:g}s") from None
+    except OSError as exc:
+        raise BackendError("connect", f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+    return conn
+
+
+def build_request(method: bytes, path: bytes, host_header: bytes, body: bytes, extra: list) -> bytes:
+    parts = [method, b" ", path, b" HTTP/1.1\r\nHost: ", host_header, b"\r\n"]
+    if body or method == b"POST":
+        parts.append(b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body))
+    for name, value in extra:
+        parts += (name, b": ", value, b"\r\n")
+    parts.append(b"\r\n")
+    parts.append(body)
+    return b"".join(parts)

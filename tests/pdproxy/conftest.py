@@ -1,0 +1,184 @@
+"""Fixtures: real processes (fake PD backends, the proxy) on 127.0.0.1 ephemeral ports, stopped by PID."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+PY = sys.executable
+FAKE = str(HERE / "fake_backend.py")
+
+
+def _read_line(proc: subprocess.Popen, prefix: str, timeout: float = 15.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if ready:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith(prefix):
+                return line.strip()
+        if proc.poll() is not None:
+            break
+    raise RuntimeError(f"process {proc.args} did not print {prefix!r} (exit {proc.poll()}): "
+                       f"{proc.stderr.read() if proc.poll() is not None else ''}")
+
+
+def request(method: str, url: str, body=None, headers=None, timeout: float = 10.0):
+    """One HTTP request; returns (status, headers dict lower-cased, body bytes)."""
+    assert url.startswith("http://")
+    hostport, _, path = url[7:].partition("/")
+    host, port = hostport.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    data = json.dumps(body).encode() if isinstance(body, dict | list) else body
+    hdrs = {"Content-Type": "application/json"} if data is not None else {}
+    hdrs.update(headers or {})
+    try:
+        conn.request(method, "/" + path, body=data, headers=hdrs)
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+class FakeBackend:
+    def __init__(self, proc, port, name):
+        self.proc, self.port, self.name = proc, port, name
+        self.addr = f"127.0.0.1:{port}"
+        self.url = f"http://{self.addr}"
+
+    def fault(self, mode="ok", **kw):
+        status, _, _ = request("POST", self.url + "/_fault", {"mode": mode, **kw})
+        assert status == 200
+
+    def stats(self) -> dict:
+        return json.loads(request("GET", self.url + "/_stats")[2])
+
+    def reset(self):
+        request("POST", self.url + "/_reset", b"")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+
+
+class Proxy:
+    def __init__(self, proc, port, token):
+        self.proc, self.port, self.token = proc, port, token
+        self.url = f"http://127.0.0.1:{port}"
+
+    def post(self, path, body, headers=None, timeout=10.0):
+        return request("POST", self.url + path, body, headers, timeout)
+
+    def admin(self, method, path, body=None, token=None):
+        tok = self.token if token is None else token
+        status, _, raw = request(method, self.url + "/admin" + path, body,
+                                 {"Authorization": f"Bearer {tok}"} if tok else {})
+        return status, (json.loads(raw) if raw else None)
+
+    def metrics(self) -> str:
+        return request("GET", self.url + "/metrics")[2].decode()
+
+    def metric(self, name: str, **labels) -> float:
+        """Sum of the samples of `name` whose labels include `labels`."""
+        total = 0.0
+        for line in self.metrics().splitlines():
+            if not line.startswith(name + "{") and not line.startswith(name + " "):
+                continue
+            if all(f'{k}="{v}"' in line for k, v in labels.items()):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+
+class Cluster:
+    """Starts processes and stops every one of them by PID at teardown."""
+
+    def __init__(self):
+        self.procs: list[subprocess.Popen] = []
+
+    def _spawn(self, argv):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def backend(self, name="fake", chunks=16, token_delay=0.0) -> FakeBackend:
+        proc = self._spawn([PY, FAKE, "--name", name, "--chunks", str(chunks), "--token-delay", str(token_delay)])
+        port = int(_read_line(proc, "PORT").split()[1])
+        return FakeBackend(proc, port, name)
+
+    def proxy(self, prefill, decode, *args, token="s3cret") -> Proxy:
+        argv = [PY, "-m", "pdproxy", "--host", "127.0.0.1", "--port", "0", "--health-interval", "0.2",
+                "--health-timeout", "0.5", "--log-level", "WARNING"]
+        if prefill:
+            argv += ["--prefill", *[b.addr if hasattr(b, "addr") else b for b in prefill]]
+        if decode:
+            argv += ["--decode", *[b.addr if hasattr(b, "addr") else b for b in decode]]
+        if token:
+            argv += ["--admin-token", token]
+        argv += list(args)
+        proc = self._spawn(argv)
+        port = int(_read_line(proc, "pdproxy listening").rsplit(":", 1)[1])
+        return Proxy(proc, port, token)
+
+    def stop_all(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.kill(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for proc in self.procs:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+            for f in (proc.stdout, proc.stderr):
+                if f is not None:
+                    f.close()
+
+
+@pytest.fixture
+def cluster():
+    c = Cluster()
+    try:
+        yield c
+    finally:
+        c.stop_all()
+
+
+def sse_events(raw: bytes) -> list:
+    """Parsed `data:` events of an SSE body; '[DONE]' kept as the string."""
+    out = []
+    for block in raw.split(b"\n\n"):
+        block = block.strip()
+        if block.startswith(b"data:"):
+            payload = block[5:].strip()
+            out.append("[DONE]" if payload == b"[DONE]" else json.loads(payload))
+    return out
+
+
+def completion(prompt="hello world from the test", stream=False, max_tokens=16, **kw):
+    return {"model": "fake-model", "prompt": prompt, "stream": stream, "max_tokens": max_tokens, **kw}
+
+
+def wait_until(cond, timeout=5.0, step=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
