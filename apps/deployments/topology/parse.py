@@ -62,7 +62,9 @@ class _Reader:
         self.errors.append((_join(self.path, key), message))
 
     def integer(self, key: str, default: Any, minimum: int = 1, maximum: int | None = None) -> Any:
-        value = self.raw(key, default)
+        if key not in self.data:  # a missing required field was already reported
+            return default
+        value = self.data[key]
         if value is None and default is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
@@ -75,7 +77,9 @@ class _Reader:
         return self.integer(key, default, minimum=1, maximum=65535)
 
     def text(self, key: str, default: Any, choices: tuple[str, ...] | None = None) -> Any:
-        value = self.raw(key, default)
+        if key not in self.data:  # a missing required field was already reported
+            return default
+        value = self.data[key]
         if value is None and default is None:
             return None
         if not isinstance(value, str) or not value or "\0" in value:

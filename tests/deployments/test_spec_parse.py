@@ -1,0 +1,172 @@
+"""Parsing a topology from plain data / YAML: every bad field is reported by path; good input round-trips."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from apps.deployments.topology import (
+    ModelProfile,
+    SpecError,
+    spec_diff,
+    spec_from_dict,
+    spec_from_yaml,
+    spec_to_dict,
+    spec_to_yaml,
+)
+
+
+def errors_of(data) -> dict[str, str]:
+    with pytest.raises(SpecError) as info:
+        spec_from_dict(data)
+    return dict(info.value.errors)
+
+
+def test_reference_yaml_round_trips_through_dict_and_yaml(fixed_spec):
+    assert spec_from_dict(spec_to_dict(fixed_spec)) == fixed_spec
+    assert spec_from_yaml(spec_to_yaml(fixed_spec)) == fixed_spec
+
+
+def test_defaults_fill_optional_fields(fixed_data):
+    del fixed_data["instances"][1]["expert_parallel"]
+    spec = spec_from_dict(fixed_data)
+    p1 = spec.instance("p1")
+    assert (p1.dp, p1.dp_style, p1.devices, p1.expert_parallel) == (1, "external", None, False)
+    assert spec.transfer_ports.base == 20000 and spec.transfer_ports.per_device == 100
+
+
+def test_wrong_type_names_the_index_and_the_value(fixed_data):
+    fixed_data["instances"][2]["tp"] = "x"
+    assert errors_of(fixed_data)["instances[2].tp"] == "expected a positive integer, got 'x'"
+
+
+def test_bool_is_not_an_integer(fixed_data):
+    fixed_data["instances"][0]["dp"] = True
+    assert "instances[0].dp" in errors_of(fixed_data)
+
+
+def test_every_error_is_reported_in_one_pass(fixed_data):
+    fixed_data["instances"][0]["tp"] = 0
+    fixed_data["instances"][3]["api_port"] = 70000
+    fixed_data["proxy"]["policy"] = "random"
+    errors = errors_of(fixed_data)
+    assert errors["instances[0].tp"] == "expected a positive integer, got 0"
+    assert errors["instances[3].api_port"] == "expected a port number 1-65535, got 70000"
+    assert errors["proxy.policy"] == "expected one of round_robin, least_conn, consistent_hash, got 'random'"
+
+
+def test_unknown_and_missing_fields(fixed_data):
+    fixed_data["instances"][1]["tensor_parallel"] = 8
+    del fixed_data["instances"][1]["kv_port"]
+    del fixed_data["model"]["served_name"]
+    errors = errors_of(fixed_data)
+    assert errors["instances[1].tensor_parallel"].startswith("unknown field; known fields: name, role, node, tp")
+    assert errors["instances[1].kv_port"] == "missing required field"
+    assert errors["model.served_name"] == "missing required field"
+
+
+def test_not_a_mapping_at_top():
+    assert errors_of(["a"]) == {"": "expected a mapping, got ['a']"}
+
+
+def test_instances_must_be_a_list(fixed_data):
+    fixed_data["instances"] = {"p0": {}}
+    assert errors_of(fixed_data)["instances"].startswith("expected a list of instances")
+
+
+@pytest.mark.parametrize("args, path, fragment", [
+    (["--Enforce-Eager"], "extra_args[0]", "is not a flag name"),
+    (["--seed=1024"], "extra_args[0]", "put its value in the next item"),
+    (["1024"], "extra_args[0]", "does not follow a --flag"),
+    (["--seed", "1", "2"], "extra_args[2]", "does not follow a --flag"),
+    (["--seed", 1024], "extra_args[1]", "expected a string"),
+    ("--enforce-eager", "extra_args", "expected a list"),
+])
+def test_extra_args_are_flag_value_pairs(fixed_data, args, path, fragment):
+    fixed_data["instances"][0]["extra_args"] = args
+    assert fragment in errors_of(fixed_data)[f"instances[0].{path}"]
+
+
+def test_extra_args_accept_switches_and_hostile_values(fixed_data):
+    fixed_data["instances"][0]["extra_args"] = ["--enforce-eager", "--seed", "$(reboot)", "--x", "-1"]
+    assert spec_from_dict(fixed_data).instances[0].extra_args == ("--enforce-eager", "--seed", "$(reboot)", "--x", "-1")
+
+
+@pytest.mark.parametrize("env, key, fragment", [
+    ({"hccl_buffsize": "1"}, "env.hccl_buffsize", "expected an env name"),
+    ({"A-B": "1"}, "env.A-B", "expected an env name"),
+    ({"FLAG": True}, "env.FLAG", "expected a string"),
+    ({"X": "a\0b"}, "env.X", "expected a string"),
+])
+def test_env_names_and_values(fixed_data, env, key, fragment):
+    fixed_data["instances"][0]["env"] = env
+    assert fragment in errors_of(fixed_data)[f"instances[0].{key}"]
+
+
+def test_env_int_values_become_strings(fixed_data):
+    fixed_data["instances"][0]["env"] = {"HCCL_BUFFSIZE": 512}
+    assert dict(spec_from_dict(fixed_data).instances[0].env) == {"HCCL_BUFFSIZE": "512"}
+
+
+def test_devices_must_be_non_negative_ints(fixed_data):
+    fixed_data["instances"][0]["devices"] = [0, -1]
+    assert errors_of(fixed_data)["instances[0].devices[1]"] == "expected an integer >= 0, got -1"
+
+
+def test_instance_name_must_be_file_safe(fixed_data):
+    fixed_data["instances"][0]["name"] = "../p0"
+    assert "instances[0].name" in errors_of(fixed_data)
+
+
+def test_run_dir_must_be_absolute(fixed_data):
+    fixed_data["run_dir"] = "relative/dir"
+    assert errors_of(fixed_data)["run_dir"] == "expected an absolute path, got 'relative/dir'"
+
+
+def test_store_servers_are_checked(fixed_data):
+    fixed_data["store"]["servers"][1] = {"node": "node2"}
+    assert errors_of(fixed_data)["store.servers[1].port"] == "missing required field"
+
+
+def test_yaml_syntax_error_names_the_line():
+    with pytest.raises(SpecError) as info:
+        spec_from_yaml("model:\n  path: /m\ninstances: [\n  - {name: p0\nproxy: {node: proxy}\n")
+    path, message = info.value.errors[0]
+    assert path == "yaml"
+    assert message.startswith("syntax error at line ")
+    assert "line 5" in message or "line 4" in message
+
+
+def test_empty_yaml_is_reported():
+    with pytest.raises(SpecError, match="expected a mapping"):
+        spec_from_yaml("")
+
+
+def test_kv_bytes_per_token_mha_and_mla():
+    qwen = ModelProfile(layers=94, kv_heads=4, head_dim=128, dtype="bfloat16", attention_heads=64)
+    assert qwen.kv_bytes_per_token == 2 * 94 * 4 * 128 * 2 == 192512
+    ds = ModelProfile(layers=61, kv_heads=1, head_dim=576, dtype="bfloat16", attention_heads=128, kv_layout="mla")
+    assert ds.kv_bytes_per_token == 61 * 576 * 2
+
+
+def test_diff_names_changed_fields_by_instance_name(fixed_spec):
+    d1 = fixed_spec.instance("d1")
+    changed = dataclasses.replace(fixed_spec, instances=(*fixed_spec.instances[:3], dataclasses.replace(d1, tp=2)),
+                                  proxy=dataclasses.replace(fixed_spec.proxy, policy="round_robin"))
+    assert spec_diff(fixed_spec, changed) == [("proxy.policy", "least_conn", "round_robin"),
+                                              ("instances[d1].tp", 4, 2)]
+
+
+def test_diff_shows_added_and_removed_instances_once(fixed_spec):
+    p1 = fixed_spec.instance("p1")
+    removed = dataclasses.replace(fixed_spec, instances=tuple(i for i in fixed_spec.instances if i.name != "p1"))
+    diff = spec_diff(fixed_spec, removed)
+    assert diff == [("instances[p1]", spec_to_dict(fixed_spec)["instances"][1], None)]
+    assert spec_diff(removed, fixed_spec)[0][0] == "instances[p1]"
+    assert spec_diff(removed, fixed_spec)[0][2]["name"] == p1.name
+
+
+def test_diff_ignores_instance_order(fixed_spec):
+    shuffled = dataclasses.replace(fixed_spec, instances=tuple(reversed(fixed_spec.instances)))
+    assert spec_diff(fixed_spec, shuffled) == []
