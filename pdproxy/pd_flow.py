@@ -80,7 +80,8 @@ class Exchange:
     """One client request going through the PD flow."""
 
     __slots__ = ("flow", "req", "conn", "endpoint", "body", "stream", "rid", "hkey", "session", "load",
-                 "deadline", "bad_p", "bad_d", "p_attempts", "d_attempts", "ttft_seen", "auth", "path")
+                 "deadline", "bad_p", "bad_d", "p_attempts", "d_attempts", "ttft_seen", "auth", "path",
+                 "d_last")
 
     def __init__(self, flow, req, conn, endpoint: str, body: dict):
         self.flow = flow
@@ -101,6 +102,7 @@ class Exchange:
         self.p_attempts = 0
         self.d_attempts = 0
         self.ttft_seen = False
+        self.d_last = None  # (reason, kind) of the last Decode failure, across re-prefills
         auth = req.headers.get("authorization")
         self.auth = auth.encode("latin-1") if auth else flow.backend_auth
 
@@ -210,8 +212,6 @@ class Exchange:
         dbody = dict(body)
         dbody["kv_transfer_params"] = kv
         payload = None
-        last = None
-        last_kind = ""
         while self.d_attempts <= flow.cfg.max_retries:
             b = flow.pick("decode", self, self.bad_d)
             if b is None:
@@ -244,9 +244,9 @@ class Exchange:
                 self.bad_d.add(b)
                 pool.report_failure(b, exc)
                 flow.metrics.backend("decode", b.addr, exc.kind)
-                last, last_kind = f"decode {b.addr}: {exc.reason}", exc.kind
+                self.d_last = (f"decode {b.addr}: {exc.reason}", exc.kind)
                 if exc.kind == "timeout":
-                    raise NeedPrefill(last) from None  # it may have pulled the KV before hanging
+                    raise NeedPrefill(self.d_last[0]) from None  # it may have pulled the KV before hanging
                 continue
             except BaseException:
                 b.inflight -= 1
@@ -269,8 +269,8 @@ class Exchange:
                     self.bad_d.add(b)
                     pool.report_failure(b, status=status)
                     flow.metrics.backend("decode", b.addr, "5xx")
-                    last, last_kind = f"decode {b.addr} answered HTTP {status}: {_snippet(raw)}", "5xx"
-                    raise NeedPrefill(last)
+                    self.d_last = (f"decode {b.addr} answered HTTP {status}: {_snippet(raw)}", "5xx")
+                    raise NeedPrefill(self.d_last[0])
                 flow.metrics.backend("decode", b.addr, "4xx")
                 raise Answer(status, "", "", "decode_4xx", body=raw,
                              content_type=conn.headers.get("content-type", b"application/json"))
@@ -278,8 +278,9 @@ class Exchange:
             flow.metrics.backend("decode", b.addr, "ok")
             flow.metrics.edge(p.addr, b.addr, prompt_tokens)
             return b, conn
-        if last is None:
+        if self.d_last is None:
             raise Answer(503, pool.why_unavailable(), "ServiceUnavailableError", "no_decode")
+        last, last_kind = self.d_last
         raise Answer(504 if last_kind == "timeout" else 502,
                      f"no decode instance could serve the request; last error: {last}",
                      "BadGatewayError", f"decode_{last_kind}")
@@ -298,7 +299,7 @@ class Exchange:
                 last = str(exc)
                 attempt += 1
                 if self.d_attempts > flow.cfg.max_retries or self.p_attempts > flow.cfg.max_retries:
-                    timeout = "within" in last and "no response" in last
+                    timeout = self.d_last is not None and self.d_last[1] == "timeout"
                     raise Answer(504 if timeout else 502,
                                  f"no decode instance could serve the request; last error: {last}",
                                  "GatewayTimeoutError" if timeout else "BadGatewayError",

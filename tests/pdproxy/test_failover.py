@@ -1,0 +1,147 @@
+"""Failures of every kind seen in the example proxy ("Where it fails"), each answered truthfully."""
+
+import json
+import time
+
+from conftest import completion, request, sse_events, wait_until
+
+
+def served_by(d_backends):
+    return {b.name: b.stats()["counts"]["decode"] for b in d_backends}
+
+
+def test_prefill_500_is_retried_on_another_prefill(cluster):
+    p1, p2, d = cluster.backend("p1"), cluster.backend("p2"), cluster.backend("d1")
+    proxy = cluster.proxy([p1, p2], [d], "--policy", "round_robin")
+    p1.fault("500")
+    for _ in range(6):
+        status, _, raw = proxy.post("/v1/completions", completion())
+        assert status == 200, raw
+    # every decode got its KV from p2
+    assert {r["kv_transfer_params"]["remote_engine_id"] for r in d.stats()["requests"]} == {"p2"}
+    assert proxy.metric("pdproxy_retries_total", role="prefill") >= 1
+
+
+def test_prefill_garbage_and_closed_port_are_retried_and_ejected(cluster):
+    p1, p2, d = cluster.backend("p1"), cluster.backend("p2"), cluster.backend("d1")
+    proxy = cluster.proxy([p1, p2], [d], "--policy", "round_robin", "--health-interval", "5")
+    p1.fault("garbage")
+    for _ in range(4):
+        assert proxy.post("/v1/completions", completion())[0] == 200
+    status, listing = proxy.admin("GET", "/instances")
+    states = {i["address"]: i["state"] for i in listing["prefill"]}
+    assert states[p1.addr] == "ejected"
+    p1.kill()
+    for _ in range(4):
+        assert proxy.post("/v1/completions", completion())[0] == 200
+
+
+def test_prefill_garbage_json_is_502_with_reason_when_no_other(cluster):
+    p, d = cluster.backend("p1"), cluster.backend("d1")
+    proxy = cluster.proxy([p], [d], "--max-retries", "0")
+    p.fault("garbage_json")
+    status, _, raw = proxy.post("/v1/completions", completion())
+    assert status == 502
+    msg = json.loads(raw)["error"]["message"]
+    assert "kv_transfer_params" in msg and p.addr in msg
+
+
+def test_decode_500_is_reported_or_retried_never_200_empty(cluster):
+    p, d1, d2 = cluster.backend("p1"), cluster.backend("d1"), cluster.backend("d2")
+    proxy = cluster.proxy([p], [d1, d2], "--policy", "round_robin")
+    d1.fault("500")
+    for stream in (False, True):
+        status, _, raw = proxy.post("/v1/completions", completion(stream=stream))
+        assert status == 200 and raw
+    d2.fault("500")
+    status, _, raw = proxy.post("/v1/completions", completion(stream=True))
+    assert status == 502
+    assert "HTTP 500" in json.loads(raw)["error"]["message"]
+
+
+def test_decode_4xx_is_passed_through_truthfully(cluster):
+    p, d = cluster.backend("p1"), cluster.backend("d1")
+    proxy = cluster.proxy([p], [d])
+    d.fault("400")
+    for stream in (False, True):
+        status, _, raw = proxy.post("/v1/completions", completion(stream=stream))
+        assert status == 400
+        assert json.loads(raw)["error"]["message"] == "injected bad request"
+
+
+def test_decode_closed_port_fails_over_with_same_kv(cluster):
+    p, d1, d2 = cluster.backend("p1"), cluster.backend("d1"), cluster.backend("d2")
+    proxy = cluster.proxy([p], [d1, d2], "--policy", "round_robin", "--health-interval", "5")
+    d1.kill()
+    for _ in range(4):
+        status, _, raw = proxy.post("/v1/completions", completion(stream=True))
+        assert status == 200 and sse_events(raw)[-1] == "[DONE]"
+    assert p.stats()["counts"]["prefill"] == 4  # the KV was reused, not prefilled again
+
+
+def test_stream_cut_after_start_ends_with_sse_error_event(cluster):
+    p, d = cluster.backend("p1"), cluster.backend("d1", chunks=17)
+    proxy = cluster.proxy([p], [d])
+    d.fault("cut_after", n=5)
+    status, _, raw = proxy.post("/v1/completions", completion(stream=True, max_tokens=17))
+    assert status == 200
+    events = sse_events(raw)
+    assert [e["seq"] for e in events[:5]] == list(range(5))
+    assert "error" in events[5] and "stream broke" in events[5]["error"]["message"]
+    assert events[-1] == "[DONE]"
+    assert proxy.metric("pdproxy_errors_total", cause="stream_broken") == 1
+
+
+def test_decode_that_never_answers_times_out(cluster):
+    p, d = cluster.backend("p1"), cluster.backend("d1")
+    proxy = cluster.proxy([p], [d], "--first-byte-timeout", "0.5", "--max-retries", "0")
+    d.fault("hang")
+    t0 = time.monotonic()
+    status, _, raw = proxy.post("/v1/completions", completion(stream=True), timeout=10)
+    assert status == 504, raw
+    assert time.monotonic() - t0 < 3
+    assert "0.5s" in json.loads(raw)["error"]["message"]
+
+
+def test_total_timeout_bounds_a_slow_request(cluster):
+    p, d = cluster.backend("p1"), cluster.backend("d1", chunks=50, token_delay=0.1)
+    proxy = cluster.proxy([p], [d], "--total-timeout", "1")
+    status, _, raw = proxy.post("/v1/completions", completion(stream=True, max_tokens=50), timeout=10)
+    assert status == 200
+    events = sse_events(raw)
+    assert "error" in events[-2] and "timeout" in events[-2]["error"]["message"]
+
+
+def test_slow_first_byte_prefill_moves_to_another(cluster):
+    p1, p2, d = cluster.backend("p1"), cluster.backend("p2"), cluster.backend("d1")
+    proxy = cluster.proxy([p1, p2], [d], "--policy", "round_robin", "--first-byte-timeout", "0.3")
+    p1.fault("slow_first_byte", seconds=2)
+    for _ in range(3):
+        status, _, _ = proxy.post("/v1/completions", completion())
+        assert status == 200
+
+
+def test_no_healthy_backend_is_503_saying_why(cluster):
+    p, d = cluster.backend("p1"), cluster.backend("d1")
+    proxy = cluster.proxy([p], [d])
+    d.kill()
+    assert wait_until(lambda: request("GET", proxy.url + "/health")[0] == 503)
+    status, _, raw = proxy.post("/v1/completions", completion())
+    assert status == 503
+    msg = json.loads(raw)["error"]["message"]
+    assert "no healthy decode instance" in msg and d.addr in msg and "ejected" in msg
+
+
+def test_ejected_backend_comes_back_when_healthy(cluster):
+    p, d1, d2 = cluster.backend("p1"), cluster.backend("d1"), cluster.backend("d2")
+    proxy = cluster.proxy([p], [d1, d2], "--policy", "round_robin")
+    d1.fault("ok", health="fail")
+    assert wait_until(lambda: proxy.metric("pdproxy_backend_healthy", backend=d1.addr) == 0)
+    for _ in range(4):
+        assert proxy.post("/v1/completions", completion())[0] == 200
+    assert served_by([d1, d2]) == {"d1": 0, "d2": 4}
+    d1.fault("ok", health="ok")
+    assert wait_until(lambda: proxy.metric("pdproxy_backend_healthy", backend=d1.addr) == 1)
+    for _ in range(4):
+        assert proxy.post("/v1/completions", completion())[0] == 200
+    assert served_by([d1, d2])["d1"] == 2
