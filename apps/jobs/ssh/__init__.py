@@ -1,0 +1,51 @@
+"""The SSH executor: plain values in (SshTarget, LaunchSpec), typed results and errors out; no Django."""
+
+from .commands import (
+    LaunchSpec,
+    ProcessState,
+    detached_start_command,
+    parse_process_state,
+    process_state_command,
+    stop_command,
+    tail_command,
+)
+from .connection import CommandResult, SshConnection
+from .errors import (
+    SshAuthFailed,
+    SshCommandTimeout,
+    SshConnectionLost,
+    SshError,
+    SshHostKeyMismatch,
+    SshTargetInvalid,
+    SshTransferFailed,
+    SshUnreachable,
+)
+from .hostkeys import fetch_host_key, host_key_fingerprint
+from .pool import SshPool, TargetResult, run_on_many
+from .target import SshTarget
+
+__all__ = [
+    "CommandResult",
+    "LaunchSpec",
+    "ProcessState",
+    "SshAuthFailed",
+    "SshCommandTimeout",
+    "SshConnection",
+    "SshConnectionLost",
+    "SshError",
+    "SshHostKeyMismatch",
+    "SshPool",
+    "SshTarget",
+    "SshTargetInvalid",
+    "SshTransferFailed",
+    "SshUnreachable",
+    "TargetResult",
+    "detached_start_command",
+    "fetch_host_key",
+    "host_key_fingerprint",
+    "parse_process_state",
+    "process_state_command",
+    "run_on_many",
+    "stop_command",
+    "tail_command",
+]
