@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
+from apps.jobs.ssh.commands import LaunchSpec, detached_start_command
+
 from .inventory_facts import NodeFacts
-from .launch import LaunchSpec, detached_start_command
 from .parse import spec_from_dict
 from .plan import Plan, PlannedProcess, Stage, plan_to_text
 from .profiles import LaunchProfile, get_profile

@@ -9,9 +9,10 @@ import json
 from pathlib import PurePosixPath
 from types import MappingProxyType
 
+from apps.jobs.ssh.commands import LaunchSpec
+
 from .. import ports
 from ..inventory_facts import NodeFacts
-from ..launch import LaunchSpec
 from ..placement import assign_devices, process_devices
 from ..plan import Plan, PlannedProcess, Stage
 from ..spec import InstanceSpec, TopologySpec
@@ -169,10 +170,10 @@ class VllmAscendProfile:
         server = spec.store.servers[index]
         node = nodes[server.node]
         key = f"store-{index}"
-        launch = self._launch(spec, key, [])
+        pid_file = PurePosixPath(spec.run_dir) / "pids" / f"{key}.pid"  # the same file _launch names
         # Foreground (no -d): the detached launcher backgrounds it and records the pid itself.
         argv = ["memcached", "-l", self.bind_host(node), "-p", str(server.port), "-U", "0",
-                "-m", str(spec.store.memory_mb), "-P", str(launch.pid_file)]
+                "-m", str(spec.store.memory_mb), "-P", str(pid_file)]
         return PlannedProcess(
             key=key, role="store", instance=None, node=node.name, address=node.address, dp_rank=None,
             launch=self._launch(spec, key, argv), health_url=f"tcp://{node.address}:{server.port}",

@@ -1,0 +1,157 @@
+"""What the launch profiles render for the fixed reference topology, pinned byte for byte.
+
+The golden files under golden/ are the reviewed output. After an intended change, regenerate them with
+    UPDATE_GOLDEN=1 .venv/bin/python -m pytest -p no:django tests/deployments/test_profiles_golden.py
+and review the diff like code: it is the command line real nodes will run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from apps.deployments.topology import build_plan, plan_to_text, spec_from_dict
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert path.exists(), f"{path} missing: run with UPDATE_GOLDEN=1 once and review it"
+    assert text == path.read_text(), f"{name} changed; if intended, regenerate with UPDATE_GOLDEN=1 and review"
+
+
+def plan_as_json(plan) -> str:
+    rows = [{"stage": stage.name, "key": p.key, "role": p.role, "instance": p.instance, "node": p.node,
+             "dp_rank": p.dp_rank, "argv": list(p.launch.argv), "env": dict(p.launch.env),
+             "workdir": str(p.launch.workdir), "log_file": str(p.launch.log_file),
+             "pid_file": str(p.launch.pid_file), "health_url": p.health_url, "ports": list(p.ports),
+             "kv_port_window": p.kv_port_window}
+            for stage in plan.stages for p in stage.processes]
+    return json.dumps(rows, indent=1) + "\n"
+
+
+@pytest.fixture
+def vllm_plan(fixed_spec, nodes):
+    return build_plan(fixed_spec, nodes)
+
+
+@pytest.fixture
+def sim_plan(fixed_spec, nodes):
+    return build_plan(dataclasses.replace(fixed_spec, launch_profile="sim"), nodes)
+
+
+def test_vllm_ascend_reference_structured_golden(vllm_plan):
+    check_golden("reference-vllm-ascend.json", plan_as_json(vllm_plan))
+
+
+def test_vllm_ascend_reference_plan_text_golden(vllm_plan):
+    check_golden("reference-vllm-ascend.txt", plan_to_text(vllm_plan))
+
+
+def test_sim_reference_golden(sim_plan):
+    check_golden("reference-sim.json", plan_as_json(sim_plan))
+
+
+def test_stages_run_store_then_pool_then_engines_then_proxy(vllm_plan):
+    assert [s.name for s in vllm_plan.stages] == ["store", "kv_pool", "engines", "proxy"]
+    keys = [p.key for p in vllm_plan.processes]
+    assert len(keys) == len(set(keys)) == 15  # 3 store + pool + (1 + 1 + 4 + 4) engines + proxy
+
+
+def test_prefill_command_matches_the_reference_shape(vllm_plan):
+    p0 = next(p for p in vllm_plan.processes if p.key == "p0-dp0")
+    argv = p0.launch.argv
+    assert argv[:7] == ("vllm", "serve", "/models/Qwen3-235B-A22B", "--host", "0.0.0.0", "--port", "7100")
+    assert "--data-parallel-size" not in argv  # DP1: no DP group to coordinate
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "16"
+    assert "--enable-expert-parallel" in argv
+    kv = json.loads(argv[argv.index("--kv-transfer-config") + 1])
+    assert kv == {"kv_connector": "MooncakeConnectorV1", "kv_role": "kv_producer", "kv_port": "30000",
+                  "kv_connector_extra_config": {"prefill": {"dp_size": 1, "tp_size": 16},
+                                                "decode": {"dp_size": 4, "tp_size": 4}}}
+    env = p0.launch.env
+    assert env["HCCL_IF_IP"] == "127.0.10.1" and env["HCCL_BUFFSIZE"] == "256"
+    assert env["GLOO_SOCKET_IFNAME"] == env["TP_SOCKET_IFNAME"] == env["HCCL_SOCKET_IFNAME"] == "eth0"
+    assert env["ASCEND_RT_VISIBLE_DEVICES"] == ",".join(map(str, range(16)))
+
+
+def test_external_dp_decode_gets_one_process_per_rank(vllm_plan):
+    d0 = [p for p in vllm_plan.processes if p.instance == "d0"]
+    assert [p.key for p in d0] == ["d0-dp0", "d0-dp1", "d0-dp2", "d0-dp3"]
+    assert [p.launch.env["ASCEND_RT_VISIBLE_DEVICES"] for p in d0] == ["0,1,2,3", "4,5,6,7", "8,9,10,11",
+                                                                      "12,13,14,15"]
+    assert [p.ports[0] for p in d0] == [7100, 7101, 7102, 7103]
+    assert [p.kv_port_window for p in d0] == [(30200, 30203), (30204, 30207), (30208, 30211), (30212, 30215)]
+    argv = d0[2].launch.argv
+    dp_flags = argv[argv.index("--data-parallel-size"):argv.index("--tensor-parallel-size")]
+    assert dp_flags == ("--data-parallel-size", "4", "--data-parallel-rank", "2", "--data-parallel-address",
+                        "127.0.10.3", "--data-parallel-rpc-port", "12321")
+    assert all(p.launch.env["HCCL_BUFFSIZE"] == "600" for p in d0)
+
+
+def test_kv_role_follows_the_instance_role_and_engine_id_is_never_set(vllm_plan):
+    for p in vllm_plan.processes:
+        if p.role in ("prefill", "decode"):
+            argv = p.launch.argv
+            kv = json.loads(argv[argv.index("--kv-transfer-config") + 1])
+            assert kv["kv_role"] == {"prefill": "kv_producer", "decode": "kv_consumer"}[p.role]
+            assert "engine_id" not in kv
+
+
+def test_internal_dp_is_one_process_with_local_size(fixed_data, nodes):
+    for inst in fixed_data["instances"]:
+        if inst["role"] == "decode":
+            inst["dp_style"] = "internal"
+    plan = build_plan(spec_from_dict(fixed_data), nodes)
+    d1 = [p for p in plan.processes if p.instance == "d1"]
+    assert len(d1) == 1 and d1[0].key == "d1"
+    argv = d1[0].launch.argv
+    assert argv[argv.index("--data-parallel-size"):argv.index("--tensor-parallel-size")] == (
+        "--data-parallel-size", "4", "--data-parallel-size-local", "4", "--data-parallel-start-rank", "0",
+        "--data-parallel-address", "127.0.10.4", "--data-parallel-rpc-port", "12321")
+    assert d1[0].launch.env["ASCEND_RT_VISIBLE_DEVICES"] == ",".join(map(str, range(16)))
+    assert d1[0].ports == (7100, 12321) and d1[0].kv_port_window == (30200, 30215)
+    proxy = plan.stages[-1].processes[0].launch.argv
+    assert proxy[proxy.index("--decode") + 1:proxy.index("--policy")] == ("127.0.10.3:7100", "127.0.10.4:7100")
+
+
+def test_proxy_lists_every_api_server(vllm_plan):
+    argv = vllm_plan.stages[-1].processes[0].launch.argv
+    assert argv[:7] == ("python", "-m", "pdproxy", "--host", "0.0.0.0", "--port", "1999")
+    assert argv[argv.index("--prefill") + 1:argv.index("--decode")] == ("127.0.10.1:7100", "127.0.10.2:7100")
+    decode = argv[argv.index("--decode") + 1:argv.index("--policy")]
+    assert len(decode) == 8 and decode[0] == "127.0.10.3:7100" and decode[-1] == "127.0.10.4:7103"
+    assert argv[-2:] == ("--policy", "least_conn")
+
+
+def test_sim_binds_node_addresses_and_loopback_master(sim_plan):
+    by_key = {p.key: p for p in sim_plan.processes}
+    assert by_key["d1-dp3"].launch.argv[3:5] == ("--host", "127.0.10.4")
+    pool = by_key["kv-pool"].launch.argv
+    assert pool[pool.index("--rpc_address") + 1] == pool[pool.index("--metrics_host") + 1] == "127.0.10.5"
+    assert by_key["store-1"].launch.argv == ("memcached", "-l", "127.0.10.3", "-p", "11211", "-U", "0", "-m", "64",
+                                             "-P", "/var/tmp/pdcp/reference/pids/store-1.pid")
+    assert "-d" not in by_key["store-1"].launch.argv
+    assert by_key["proxy"].launch.argv[:3] == ("pdproxy", "--host", "127.0.10.5")
+    assert by_key["p0-dp0"].launch.env["SIMCLUSTER_ASCENDSTORE"] == "127.0.10.2:11211,127.0.10.3:11211,127.0.10.4:11211"
+    assert all("0.0.0.0" not in p.launch.argv for p in sim_plan.processes)
+
+
+def test_consistent_hash_passes_its_key(fixed_data, nodes):
+    fixed_data["proxy"].update(policy="consistent_hash", hash_key="client_ip")
+    argv = build_plan(spec_from_dict(fixed_data), nodes).stages[-1].processes[0].launch.argv
+    assert argv[-4:] == ("--policy", "consistent_hash", "--hash-key", "client_ip")
+
+
+def test_instance_env_overrides_defaults(fixed_data, nodes):
+    fixed_data["instances"][0]["env"] = {"HCCL_BUFFSIZE": "1024", "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT": "600"}
+    p0 = build_plan(spec_from_dict(fixed_data), nodes).stages[2].processes[0]
+    assert p0.launch.env["HCCL_BUFFSIZE"] == "1024"
+    assert p0.launch.env["VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"] == "600"
