@@ -28,7 +28,7 @@ class AscendStore:
         self._down_until: dict[str, float] = {}
 
     def placement(self, key: str) -> list[str]:
-        return list(self.ring.range(key, size=self.replicas, unique=True))
+        return [node["nodename"] for node in self.ring.range(key, size=self.replicas, unique=True)]
 
     def _client(self, server: str) -> Client:
         if server not in self._clients:

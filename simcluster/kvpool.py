@@ -89,9 +89,27 @@ def _serve(store, socket_path: str) -> None:
     server.serve_forever()
 
 
+def _start_inner_relay(listen: str, master_socket: str) -> None:
+    """The namespace-side relay, as a child that dies with us (PR_SET_PDEATHSIG), even on SIGKILL."""
+    import ctypes
+    import signal
+    import subprocess
+    import time
+
+    def die_with_parent():
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+    relay = subprocess.Popen([sys.executable, "-m", "simcluster.relay", "--listen-tcp", listen,
+                              "--unix", master_socket], stdout=subprocess.PIPE, preexec_fn=die_with_parent)
+    relay.stdout.readline()  # "relay listening on ..."
+    signal.signal(signal.SIGTERM, lambda *_: (relay.terminate(), relay.wait(5), os._exit(0)))
+    time.sleep(0.05)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="simcluster.kvpool")
     parser.add_argument("--socket", required=True)
+    parser.add_argument("--master-socket", help="Unix socket relayed to the real master (main namespace)")
     parser.add_argument("--master", default="127.0.0.1:50051", help="master address inside this namespace")
     parser.add_argument("--segment-mb", type=int, default=256)
     args = parser.parse_args(argv)
@@ -99,6 +117,9 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("MC_TCP_BIND_ADDRESS", "127.0.0.1")
     os.environ.setdefault("MC_FORCE_TCP", "1")
     from mooncake.store import MooncakeDistributedStore
+
+    if args.master_socket:
+        _start_inner_relay(args.master, args.master_socket)
 
     store = MooncakeDistributedStore()
     rc = store.setup("127.0.0.1:17812", "P2PHANDSHAKE", args.segment_mb << 20, 64 << 20, "tcp", "", args.master)

@@ -1,0 +1,201 @@
+"""`up`, `down`, `status`: bring the whole simulated cluster up on one machine and take it down by PID.
+
+state.json in the state dir records every PID `up` started; `down` stops those, every engine
+registered in a node dir, every process whose pid file lies in a node dir and belongs to the login
+user (what the control plane starts over SSH), and the SSH sessions still attached to each sshd.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from simcluster import nodestate, procs, shims
+from simcluster.spec import HARDWARE
+from simcluster.sshnode import (
+    LOGIN_USER,
+    RunningSshNode,
+    ensure_login_user,
+    generate_client_key,
+    pid_alive,
+    start_ssh_node,
+)
+
+DEFAULT_STATE_DIR = Path("/tmp/simcluster")
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+def load_state(state_dir: Path) -> dict:
+    return nodestate.read_json(state_dir / "state.json")
+
+
+def _services(spec: dict, state_dir: Path, pids: dict) -> dict:
+    svc = spec.get("services") or {}
+    host = svc.get("host")
+    if not host:
+        return {}
+    out = {"host": host}
+    memcached = []
+    for port in svc.get("memcached_ports", []):
+        pidfile = state_dir / f"memcached-{port}.pid"
+        pidfile.unlink(missing_ok=True)
+        procs.spawn(["memcached", "-d", "-l", host, "-p", str(port), "-U", "0", "-m", "64", "-u", "root",
+                     "-P", str(pidfile)], state_dir / f"memcached-{port}.log")
+        procs.wait_for(lambda p=pidfile: p.exists() and p.read_text().strip(), 5, f"memcached {port}")
+        pids[f"memcached:{port}"] = int(pidfile.read_text())
+        memcached.append(f"{host}:{port}")
+    out["ascendstore"] = memcached
+    if svc.get("mooncake_rpc_port"):
+        rpc, metrics = svc["mooncake_rpc_port"], svc.get("mooncake_metrics_port", 9003)
+        env = shims.python_env()
+        pids["mooncake_master"] = procs.spawn(
+            [sys.executable, str(Path(sys.executable).parent / "mooncake_master"), f"-rpc_address={host}",
+             f"-rpc_port={rpc}", f"-metrics_host={host}", f"-metrics_port={metrics}",
+             "-default_kv_lease_ttl=5000", "-client_ttl=10", "-logtostderr=true"],
+            state_dir / "mooncake_master.log", env)
+        master_sock = state_dir / "mooncake-master.sock"
+        pids["relay"] = procs.spawn([sys.executable, "-m", "simcluster.relay", "--unix", str(master_sock),
+                                     "--tcp", f"{host}:{rpc}"], state_dir / "relay.log", env)
+        pool_sock = state_dir / "kvpool.sock"
+        pool_sock.unlink(missing_ok=True)
+        procs.wait_for(lambda: _port_open(host, metrics) and master_sock.exists(), 15, "mooncake_master")
+        # unshare execs sh, sh execs python: the recorded PID is the agent's.
+        agent = (f"ip link set lo up; exec {sys.executable} -m simcluster.kvpool --socket {pool_sock} "
+                 f"--master-socket {master_sock} --master 127.0.0.1:{rpc}")
+        pids["kvpool"] = procs.spawn(["unshare", "-n", "sh", "-c", agent], state_dir / "kvpool.log", env)
+        procs.wait_for(lambda: pool_sock.exists() or not pid_alive(pids["kvpool"]), 20, "kvpool agent")
+        if not pid_alive(pids["kvpool"]):
+            print(f"warning: Mooncake pool agent failed, see {state_dir / 'kvpool.log'}", file=sys.stderr)
+        else:
+            out["kvpool_socket"] = str(pool_sock)
+        out["mooncake_master"] = f"{host}:{rpc}"
+        out["mooncake_metrics"] = f"http://{host}:{metrics}/metrics"
+    return out
+
+
+def up(spec: dict, state_dir: Path = DEFAULT_STATE_DIR) -> dict:
+    state_dir = Path(state_dir).resolve()
+    old = load_state(state_dir)
+    if any(pid_alive(p) for p in old.get("pids", {}).values()):
+        raise SystemExit(f"simcluster already running in {state_dir} (run `down` first)")
+    t0 = time.monotonic()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir.chmod(0o755)
+    ensure_login_user()
+    key_path = state_dir / "id_ed25519"
+    _private, public = generate_client_key(key_path)
+    bin_dir = shims.write_shims(state_dir / "bin")
+    pids: dict[str, int] = {}
+    state = {"spec": spec, "pids": pids, "nodes": {}, "started": time.time()}
+    try:
+        services = _services(spec, state_dir, pids)
+        for n in spec["nodes"]:
+            ndir = state_dir / "nodes" / n["name"]
+            (ndir / "engines").mkdir(parents=True, exist_ok=True)
+            nodestate.write_json(ndir / "node.json", {
+                "name": n["name"], "address": n["address"], "hardware": n["hardware"], "role": n.get("role", ""),
+                "ascendstore": services.get("ascendstore", []), "kvpool_socket": services.get("kvpool_socket"),
+                "mooncake_master": services.get("mooncake_master")})
+            node = start_ssh_node(n["name"], n["address"], n["ssh_port"], ndir, public, bin_dir=bin_dir)
+            (ndir / "engines").chmod(0o777)
+            pids[f"sshd:{n['name']}"] = node.pid
+            state["nodes"][n["name"]] = {"dir": str(ndir), "address": n["address"], "port": n["ssh_port"],
+                                         "host_key": node.host_key_line, "config": str(node.config_path)}
+        state["services"] = services
+        inventory = write_inventory(spec, state, key_path, state_dir / "inventory.yaml")
+        state["inventory"] = str(inventory)
+    finally:
+        nodestate.write_json(state_dir / "state.json", state)
+    state["seconds"] = round(time.monotonic() - t0, 2)
+    return state
+
+
+def write_inventory(spec: dict, state: dict, key_path: Path, path: Path) -> Path:
+    """docs/contracts.md §1, exactly."""
+    nodes = []
+    for n in spec["nodes"]:
+        hardware_model, npu_model, count = HARDWARE[n["hardware"]]
+        nodes.append({"name": n["name"], "address": n["address"], "ssh_port": n["ssh_port"], "ssh_user": LOGIN_USER,
+                      "credential": "simcluster", "host_key": state["nodes"][n["name"]]["host_key"],
+                      "hardware_model": hardware_model, "npu_model": npu_model, "npu_count": count,
+                      "labels": dict(n.get("labels") or {})})
+    doc = {"version": 1,
+           "credentials": [{"name": "simcluster", "username": LOGIN_USER, "private_key_file": str(key_path)}],
+           "clusters": [{"name": spec["name"], "description": spec.get("description", ""), "nodes": nodes}]}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _session_procs(sshd_pid: int) -> list[int]:
+    return procs.children_of(sshd_pid)
+
+
+def node_processes(ndir: Path) -> list[int]:
+    """Engines registered on the node plus login-user processes named by pid files below the node dir."""
+    import pwd
+
+    uid = pwd.getpwnam(LOGIN_USER).pw_uid
+    found = {int(e["pid"]) for e in nodestate.running_engines(ndir)}
+    for pidfile in ndir.rglob("*.pid"):
+        if pidfile.name == "sshd.pid":
+            continue
+        try:
+            pid = int(pidfile.read_text().split()[0])
+        except (ValueError, IndexError, OSError):
+            continue
+        if pid_alive(pid) and procs.uid_of(pid) == uid:
+            found.add(pid)
+    return sorted(found)
+
+
+def down(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
+    state_dir = Path(state_dir).resolve()
+    state = load_state(state_dir)
+    stopped = []
+    for name, info in state.get("nodes", {}).items():
+        for pid in node_processes(Path(info["dir"])):
+            if procs.stop_pid(pid):
+                stopped.append(f"{name}:process:{pid}")
+    for key, pid in state.get("pids", {}).items():
+        if key.startswith("sshd:"):
+            for child in _session_procs(pid):
+                procs.stop_pid(child, timeout=2)
+        if procs.stop_pid(pid):
+            stopped.append(f"{key}:{pid}")
+    return stopped
+
+
+def status(state_dir: Path = DEFAULT_STATE_DIR) -> dict:
+    state = load_state(Path(state_dir).resolve())
+    report = {"components": {k: {"pid": p, "alive": pid_alive(p)} for k, p in state.get("pids", {}).items()},
+              "engines": {}}
+    for name, info in state.get("nodes", {}).items():
+        report["engines"][name] = [{"pid": e["pid"], "api": e.get("api"), "role": e.get("role"),
+                                    "devices": e.get("devices")} for e in nodestate.running_engines(Path(info["dir"]))]
+    report["inventory"] = state.get("inventory")
+    report["services"] = state.get("services", {})
+    return report
+
+
+def restart_sshd(state_dir: Path, node_name: str) -> RunningSshNode:
+    """Bring a cut node's SSH back with the same host key and config."""
+    state = load_state(Path(state_dir).resolve())
+    spec_node = next(n for n in state["spec"]["nodes"] if n["name"] == node_name)
+    info = state["nodes"][node_name]
+    public = (Path(state_dir).resolve() / "id_ed25519.pub").read_text().split()
+    node = start_ssh_node(node_name, spec_node["address"], spec_node["ssh_port"], Path(info["dir"]),
+                          f"{public[0]} {public[1]}", bin_dir=Path(state_dir).resolve() / "bin")
+    state["pids"][f"sshd:{node_name}"] = node.pid
+    nodestate.write_json(Path(state_dir).resolve() / "state.json", state)
+    return node
