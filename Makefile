@@ -22,8 +22,11 @@ services:
 run: system venv services
 	@bash scripts/run.sh
 
+# The suite runs against the machine's real PostgreSQL and Redis.
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
+
 test: system venv services
-	$(PY) -m pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

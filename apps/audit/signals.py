@@ -1,0 +1,35 @@
+"""Audits every save and delete of registered models, whichever door (UI, API, admin, import) they came through."""
+
+from django.db.models.signals import post_delete, post_init, post_save
+from django.dispatch import receiver
+
+from .models import AuditAction
+from .registry import AUDITED
+from .services import audit_record, diff, snapshot
+
+
+@receiver(post_init)
+def remember_state(sender, instance, **kwargs):
+    if sender in AUDITED and instance.pk is not None:
+        instance._audit_before = snapshot(instance, AUDITED[sender])
+
+
+@receiver(post_save)
+def record_save(sender, instance, created, raw=False, **kwargs):
+    if raw or sender not in AUDITED:
+        return
+    after = snapshot(instance, AUDITED[sender])
+    if created:
+        audit_record(action=AuditAction.CREATE, instance=instance, changes=diff({}, after))
+    else:
+        changes = diff(getattr(instance, "_audit_before", {}), after)
+        if changes:
+            audit_record(action=AuditAction.UPDATE, instance=instance, changes=changes)
+    instance._audit_before = after
+
+
+@receiver(post_delete)
+def record_delete(sender, instance, **kwargs):
+    if sender in AUDITED:
+        audit_record(action=AuditAction.DELETE, instance=instance,
+                     changes=diff(snapshot(instance, AUDITED[sender]), {}))

@@ -1,0 +1,95 @@
+from rest_framework import serializers
+
+from ..models import Cluster, Node, Npu, SshCredential
+from ..services import credential_save
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    node_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Cluster
+        fields = ["id", "name", "description", "node_count", "created", "updated"]
+
+
+class SshCredentialSerializer(serializers.ModelSerializer):
+    secret = serializers.CharField(write_only=True, required=False, style={"input_type": "password"},
+                                   help_text="Private key text or password. Write-only: never returned.")
+
+    class Meta:
+        model = SshCredential
+        fields = ["id", "name", "username", "kind", "secret", "public_key", "created", "updated"]
+        read_only_fields = ["public_key"]
+
+    def create(self, validated):
+        secret = validated.pop("secret", None)
+        return credential_save(SshCredential(**validated), secret=secret)
+
+    def update(self, instance, validated):
+        secret = validated.pop("secret", None)
+        for key, value in validated.items():
+            setattr(instance, key, value)
+        return credential_save(instance, secret=secret)
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    cluster_name = serializers.CharField(source="cluster.name", read_only=True)
+    credential_name = serializers.CharField(source="credential.name", read_only=True, default=None)
+    npu_total = serializers.IntegerField(read_only=True)
+    npu_unhealthy = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Node
+        fields = ["id", "cluster", "cluster_name", "name", "address", "ssh_port", "ssh_user", "credential",
+                  "credential_name", "host_key", "hardware_model", "npu_model", "npu_count", "labels",
+                  "reachability", "reachability_detail", "last_seen", "npu_total", "npu_unhealthy",
+                  "created", "updated"]
+        read_only_fields = ["reachability", "reachability_detail", "last_seen"]
+
+    def validate(self, attrs):
+        instance = Node(**{**({f: getattr(self.instance, f) for f in attrs} if self.instance else {}), **attrs})
+        if self.instance:
+            instance.pk = self.instance.pk
+        instance.clean()
+        return attrs
+
+
+class NpuSerializer(serializers.ModelSerializer):
+    node_name = serializers.CharField(source="node.name", read_only=True)
+    hbm_percent = serializers.FloatField(read_only=True)
+
+    class Meta:
+        model = Npu
+        fields = ["id", "node", "node_name", "npu_id", "chip_id", "logical_id", "phy_id", "name", "bus_id",
+                  "health", "hbm_used_mb", "hbm_total_mb", "hbm_percent", "aicore_percent", "power_w",
+                  "temperature_c", "last_seen"]
+        read_only_fields = fields
+
+
+class HostKeyPinSerializer(serializers.Serializer):
+    host_key = serializers.CharField(help_text="The key as fetched: '<type> <base64>'")
+    fingerprint = serializers.CharField(help_text="The SHA256 fingerprint the operator compared and confirms")
+
+
+class HostKeySerializer(serializers.Serializer):
+    host_key = serializers.CharField()
+    fingerprint = serializers.CharField()
+    pinned = serializers.BooleanField()
+    matches_pinned = serializers.BooleanField()
+
+
+class InventoryImportSerializer(serializers.Serializer):
+    file = serializers.FileField(required=False, help_text="YAML inventory, or CSV of nodes")
+    text = serializers.CharField(required=False, help_text="The same, as text")
+
+    def validate(self, attrs):
+        if not attrs.get("file") and not attrs.get("text"):
+            raise serializers.ValidationError({"file": "send a file or text"})
+        return attrs
+
+
+class InventoryImportResultSerializer(serializers.Serializer):
+    credentials = serializers.IntegerField()
+    clusters = serializers.IntegerField()
+    nodes_created = serializers.IntegerField()
+    nodes_updated = serializers.IntegerField()

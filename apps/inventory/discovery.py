@@ -1,0 +1,129 @@
+"""The discover job: SSH to a node, read `npu-smi`, and store its NPU dies; on any failure keep what was stored."""
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.jobs.choices import JobKind, NodeStepState
+from apps.jobs.context import JobContext, JobFailed
+from apps.jobs.registry import job_handler
+from apps.jobs.ssh import SshAuthFailed, SshConnection, SshError, SshHostKeyMismatch, SshUnreachable
+
+from .choices import NpuHealth, Reachability
+from .models import Node, Npu
+from .npu_smi import NpuSmiParseError, npu_smi_parse_health, npu_smi_parse_info
+from .ssh_targets import NodeNotReady, ssh_target_for
+
+COMMAND_TIMEOUT = 30
+HEALTH_RANK = {NpuHealth.OK: 0, NpuHealth.WARNING: 1, NpuHealth.ALARM: 2, NpuHealth.CRITICAL: 3}
+
+
+def node_mark(node: Node, state: Reachability, detail: str = "") -> None:
+    fields = {"reachability": state, "reachability_detail": detail[:2000]}
+    if state == Reachability.REACHABLE:
+        fields["last_seen"] = timezone.now()
+    Node.objects.filter(pk=node.pk).update(**fields)  # state, not a change an operator made: not audited
+
+
+@job_handler(JobKind.DISCOVER)
+def discover_node(ctx: JobContext) -> None:
+    node = Node.objects.select_related("credential", "cluster").get(pk=ctx.job.target_id)
+    ctx.nodes_planned({node.name: 3})
+    ctx.node_state(node.name, NodeStepState.RUNNING, "connecting")
+    try:
+        target = ssh_target_for(node)
+    except NodeNotReady as exc:
+        node_mark(node, Reachability.NO_HOST_KEY if "host key" in str(exc) else Reachability.UNKNOWN, str(exc))
+        _fail(ctx, node, str(exc))
+    ctx.step(f"connecting to {target.username}@{node.address}:{node.ssh_port}", node=node.name)
+    conn = SshConnection(target)
+    try:
+        info_text = _run(ctx, conn, node, "npu-smi info")
+        ctx.node_state(node.name, NodeStepState.RUNNING, "read npu-smi info", step_done=True)
+        try:
+            info = npu_smi_parse_info(info_text)
+        except NpuSmiParseError as exc:
+            _fail(ctx, node, f"cannot parse `npu-smi info` from {node.name}: {exc}; stored NPUs left unchanged")
+        health = _health_by_npu(ctx, conn, node, sorted({d.npu_id for d in info.dies}))
+        ctx.node_state(node.name, NodeStepState.RUNNING, "read health", step_done=True)
+    finally:
+        conn.close()
+    count = _store(node, info, health)
+    node_mark(node, Reachability.REACHABLE)
+    expected = f" (inventory expects {node.npu_count})" if node.npu_count and node.npu_count != count else ""
+    ctx.summary = f"{node.name}: {count} NPU dies discovered{expected}"
+    ctx.step(ctx.summary, node=node.name)
+    ctx.node_state(node.name, NodeStepState.DONE, ctx.summary, step_done=True)
+
+
+def _run(ctx: JobContext, conn: SshConnection, node: Node, command: str) -> str:
+    ctx.step(f"$ {command}", node=node.name)
+    try:
+        result = conn.run(command, timeout=COMMAND_TIMEOUT)
+    except SshHostKeyMismatch as exc:
+        node_mark(node, Reachability.HOST_KEY_MISMATCH, str(exc))
+        _fail(ctx, node, f"{exc}. If the node was reinstalled, fetch and pin its new key; otherwise treat this "
+                         "as a possible man-in-the-middle")
+    except SshAuthFailed as exc:
+        node_mark(node, Reachability.AUTH_FAILED, str(exc))
+        _fail(ctx, node, str(exc))
+    except SshUnreachable as exc:
+        node_mark(node, Reachability.UNREACHABLE, str(exc))
+        _fail(ctx, node, str(exc))
+    except SshError as exc:
+        node_mark(node, Reachability.UNREACHABLE, str(exc))
+        _fail(ctx, node, f"SSH to {node.name} failed: {exc}")
+    node_mark(node, Reachability.REACHABLE)
+    if result.exit_status == 127 or "npu-smi: not found" in result.stderr or "command not found" in result.stderr:
+        _fail(ctx, node, f"`npu-smi` is not installed or not on PATH on {node.name} "
+                         "(install the Ascend driver, or add its bin directory to the login PATH)")
+    if result.exit_status != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        _fail(ctx, node, f"`{command}` exited {result.exit_status} on {node.name}: {' | '.join(tail)}")
+    return result.stdout
+
+
+def _health_by_npu(ctx: JobContext, conn: SshConnection, node: Node, npu_ids: list[int]) -> dict[int, str]:
+    health = {}
+    for npu_id in npu_ids:
+        text = _run(ctx, conn, node, f"npu-smi info -t health -i {int(npu_id)}")
+        try:
+            health[npu_id] = npu_smi_parse_health(text)
+        except NpuSmiParseError as exc:
+            _fail(ctx, node, f"cannot parse the health of NPU {npu_id} on {node.name}: {exc}")
+    return health
+
+
+def _normal_health(value: str) -> NpuHealth:
+    for choice in NpuHealth:
+        if choice.value.lower() == str(value).strip().lower():
+            return choice
+    return NpuHealth.UNKNOWN
+
+
+def _worse(a: NpuHealth, b: NpuHealth) -> NpuHealth:
+    return a if HEALTH_RANK.get(a, -1) >= HEALTH_RANK.get(b, -1) else b
+
+
+def _store(node: Node, info, health: dict[int, str]) -> int:
+    now = timezone.now()
+    with transaction.atomic():
+        kept = []
+        for die in info.dies:
+            state = _worse(_normal_health(die.health), _normal_health(health.get(die.npu_id, die.health)))
+            npu, _ = Npu.objects.update_or_create(
+                node=node, logical_id=die.logical_id,
+                defaults=dict(npu_id=die.npu_id, chip_id=die.chip_id, phy_id=die.phy_id, name=die.name,
+                              bus_id=die.bus_id, health=state, hbm_used_mb=die.hbm_used_mb,
+                              hbm_total_mb=die.hbm_total_mb, aicore_percent=die.aicore_percent,
+                              power_w=die.power_w, temperature_c=die.temp_c, last_seen=now),
+            )
+            kept.append(npu.pk)
+        Npu.objects.filter(node=node).exclude(pk__in=kept).delete()
+        if info.dies and not node.npu_model:
+            Node.objects.filter(pk=node.pk).update(npu_model=info.dies[0].name)
+    return len(kept)
+
+
+def _fail(ctx: JobContext, node: Node, message: str):
+    ctx.node_state(node.name, NodeStepState.FAILED, message)
+    raise JobFailed(message)

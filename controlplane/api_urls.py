@@ -1,0 +1,39 @@
+"""Every REST endpoint, under /api/."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.routers import DefaultRouter
+
+from apps.accounts.api.views import MeView, MyTokenView, UserViewSet
+from apps.audit.api.views import AuditEntryViewSet
+from apps.inventory.api.views import (
+    ClusterViewSet,
+    InventoryExportView,
+    InventoryImportView,
+    NodeViewSet,
+    NpuViewSet,
+    SshCredentialViewSet,
+)
+from apps.jobs.api.views import JobViewSet
+
+router = DefaultRouter()
+router.register("clusters", ClusterViewSet)
+router.register("nodes", NodeViewSet)
+router.register("npus", NpuViewSet)
+router.register("credentials", SshCredentialViewSet)
+router.register("jobs", JobViewSet)
+router.register("audit", AuditEntryViewSet)
+router.register("users", UserViewSet)
+
+urlpatterns = [
+    path("auth/token/", obtain_auth_token, name="api-token"),
+    path("me/", MeView.as_view(), name="api-me"),
+    path("me/token/", MyTokenView.as_view(), name="api-my-token"),
+    path("inventory/import/", InventoryImportView.as_view(), name="api-inventory-import"),
+    path("inventory/export/", InventoryExportView.as_view(), name="api-inventory-export"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("", include(router.urls)),
+]

@@ -1,0 +1,7 @@
+from django.urls import path
+
+from apps.jobs.consumers import JobConsumer
+
+websocket_urlpatterns = [
+    path("ws/jobs/<int:job_id>/", JobConsumer.as_asgi()),
+]

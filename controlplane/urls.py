@@ -1,0 +1,8 @@
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/", include("controlplane.api_urls")),
+    path("", include("apps.ui.urls")),
+]
