@@ -1,0 +1,109 @@
+"""Hostile text in every free-text field comes out of the rendered shell line as exactly one word, unchanged.
+
+Hand-rolled property test (no hypothesis): each hostile string is put into the model path, served name, an env
+value, an extra-arg value and the run dir; the line is then tokenised and must equal the line rendered with a
+harmless marker, marker replaced by the hostile string - same words, same operators, nothing added. A second
+test really runs the lines under sh with stand-in executables and checks argv/env arrive intact and that no
+injected command ran.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shlex
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from apps.deployments.topology import build_plan, detached_start_command, spec_from_dict
+
+MARKER = "zzMARKERzz"
+
+HOSTILE = [
+    "a b", "'", '"', "'; touch CANARY; '", '"; touch CANARY; "', "$(touch CANARY)", "`touch CANARY`",
+    "; touch CANARY", "&& touch CANARY", "|| touch CANARY", "| touch CANARY", "& touch CANARY",
+    "\ntouch CANARY\n", "\rtouch CANARY", "$HOME", "${IFS}touch${IFS}CANARY", "$((1+1))", "*", "?", "[a]", "~",
+    "~root", "\\", "a\\'b", "\\$(touch CANARY)", ">CANARY", "<CANARY", "2>&1", "!", "!!", "#comment", "{a,b}",
+    "x=y", "-x", "-", "é ünïcode ✓", "\t", " ", "  leading and trailing  ", "a;b|c&d", "$'\\x41'", "%s%n",
+    "(subshell)", "EOF\n<<EOF",
+]
+
+
+def tokens(line: str) -> list[str]:
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    return list(lexer)
+
+
+def hostile_data(data: dict, value: str, run_dir: str) -> dict:
+    data["model"]["path"] = value
+    data["model"]["served_name"] = value
+    data["run_dir"] = run_dir
+    for inst in data["instances"]:
+        inst["env"] = {"X_HOSTILE": value}
+        inst["extra_args"] = ["--seed", value] if not value.startswith("--") else []
+    return data
+
+
+def lines(plan) -> dict[str, str]:
+    return {p.key: detached_start_command(p.launch) for p in plan.processes}
+
+
+@pytest.mark.parametrize("profile", ["vllm-ascend", "sim"])
+@pytest.mark.parametrize("value", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_value_is_one_word_in_every_line(fixed_data, nodes, profile, value):
+    fixed_data["launch_profile"] = profile
+    benign = build_plan(spec_from_dict(hostile_data(copy.deepcopy(fixed_data), MARKER, f"/tmp/pd-{MARKER}")), nodes)
+    hostile = build_plan(spec_from_dict(hostile_data(fixed_data, value, f"/tmp/pd-{value}")), nodes)
+    benign_lines, hostile_lines = lines(benign), lines(hostile)
+    assert benign_lines.keys() == hostile_lines.keys()
+    for key, line in hostile_lines.items():
+        expected = [t.replace(MARKER, value) for t in tokens(benign_lines[key])]
+        assert tokens(line) == expected, key
+    engine = next(p for p in hostile.processes if p.role == "prefill").launch.argv
+    assert engine[2] == value
+    assert engine[engine.index("--served-model-name") + 1] == value
+    assert engine[engine.index("--seed") + 1] == value
+
+
+def test_hostile_lines_really_run_as_rendered(fixed_data, nodes, tmp_path):
+    """Run every sim line under sh with fake vllm/memcached/mooncake_master/pdproxy that dump argv and env."""
+    bin_dir, dumps = tmp_path / "bin", tmp_path / "dumps"
+    bin_dir.mkdir()
+    dumps.mkdir()
+    canary = tmp_path / "CANARY"
+    for name in ("vllm", "memcached", "mooncake_master", "pdproxy", "python"):
+        script = bin_dir / name
+        # write then rename, so the test never reads a half-written dump
+        script.write_text('#!/bin/sh\nd="$FAKE_DUMP/$$"\nprintf "%s\\0" "$@" > "$d.tmp" && mv "$d.tmp" "$d.argv"\n'
+                          'env -0 > "$d.tmp" && mv "$d.tmp" "$d.env"\n')
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    values = [v.replace("CANARY", str(canary)) for v in HOSTILE]
+    data = hostile_data(fixed_data, values[5], str(tmp_path / f"run {values[3]}"))
+    data["launch_profile"] = "sim"
+    data["model"]["served_name"] = values[12]
+    for k, inst in enumerate(data["instances"]):
+        inst["env"] = {"X_HOSTILE": values[k % len(values)], "Y_HOSTILE": values[-1 - k]}
+        inst["extra_args"] = ["--seed", values[6 + k]]
+    plan = build_plan(spec_from_dict(data), nodes)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_DUMP": str(dumps), "HOME": str(tmp_path)}
+    for p in plan.processes:
+        done = subprocess.run(["sh", "-c", detached_start_command(p.launch)], env=env, capture_output=True,
+                              text=True, timeout=20, cwd=tmp_path)
+        assert done.returncode == 0, (p.key, done.stderr)
+        pid = done.stdout.strip()
+        argv_file = dumps / f"{pid}.argv"
+        for _ in range(100):
+            if (dumps / f"{pid}.env").exists():
+                break
+            subprocess.run(["sleep", "0.05"])
+        argv = argv_file.read_bytes().split(b"\0")[:-1]
+        assert [a.decode() for a in argv] == list(p.launch.argv[1:]), p.key
+        got_env = dict(e.decode().split("=", 1) for e in (dumps / f"{pid}.env").read_bytes().split(b"\0")[:-1])
+        for name, value in p.launch.env.items():
+            assert got_env[name] == value, (p.key, name)
+        assert Path(p.launch.log_file).exists()
+    assert not canary.exists(), "an injected command ran"
