@@ -3,12 +3,10 @@
 Addresses: simcluster tests use 127.0.10.100-.149 only (docs/contracts.md §2).
 """
 
-import base64
 import shutil
 import tempfile
 from pathlib import Path
 
-import paramiko
 import pytest
 
 from simcluster.sshnode import generate_client_key
@@ -29,34 +27,28 @@ def client_key(state_root):
     return path, public
 
 
-class SshHelper:
-    """Connect with a pinned host key and run one command per channel (stack-notes §2)."""
-
-    connect = staticmethod(lambda *a, **k: ssh_connect(*a, **k))
-    run = staticmethod(lambda *a, **k: ssh_run(*a, **k))
-
 
 @pytest.fixture
-def ssh():
-    return SshHelper
+def spawn():
+    """Start processes; every one is stopped by PID (TERM, then KILL) and reaped at teardown."""
+    import subprocess
+
+    started = []
+
+    def start(argv, env, log):
+        proc = subprocess.Popen(argv, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.terminate()
+    for proc in started:
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
-def ssh_connect(address, port, host_key_line, key_path, user="simnode"):
-    """paramiko client that trusts only the pinned host key."""
-    client = paramiko.SSHClient()
-    kind, b64 = host_key_line.split()[:2]
-    client.get_host_keys().add(address if port == 22 else f"[{address}]:{port}", kind,
-                               paramiko.PKey.from_type_string(kind, base64.b64decode(b64)))
-    client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    client.connect(address, port, username=user, key_filename=str(key_path), look_for_keys=False,
-                   allow_agent=False, timeout=5, banner_timeout=5, auth_timeout=5)
-    return client
-
-
-def ssh_run(client, command, timeout=20):
-    channel = client.get_transport().open_session(timeout=timeout)
-    channel.settimeout(timeout)
-    channel.exec_command(command)
-    out = channel.makefile().read().decode()
-    err = channel.makefile_stderr().read().decode()
-    return channel.recv_exit_status(), out, err

@@ -2,11 +2,12 @@
 
 import paramiko
 import pytest
+from simtest_helpers import ssh_connect, ssh_run
 
 from simcluster.sshnode import pid_alive, start_ssh_node, stop_ssh_node
 
 
-def test_session_sees_node_env_and_bin_dir_first(state_root, client_key, ssh):
+def test_session_sees_node_env_and_bin_dir_first(state_root, client_key):
     key_path, public = client_key
     bin_dir = state_root / "bin"
     bin_dir.mkdir()
@@ -15,8 +16,8 @@ def test_session_sees_node_env_and_bin_dir_first(state_root, client_key, ssh):
     node = start_ssh_node("n100", "127.0.10.100", 22, state_root / "n100", public, bin_dir=bin_dir,
                           env={"EXTRA": "x y"})
     try:
-        client = ssh.connect(node.address, node.port, node.host_key_line, key_path)
-        rc, out, _ = ssh.run(client, 'echo "$PATH|$SIMCLUSTER_NODE_DIR|$EXTRA"; whereami; id -un')
+        client = ssh_connect(node.address, node.port, node.host_key_line, key_path)
+        rc, out, _ = ssh_run(client, 'echo "$PATH|$SIMCLUSTER_NODE_DIR|$EXTRA"; whereami; id -un')
         client.close()
         path, node_dir, extra, where, user = out.split("\n")[0].split("|") + out.split("\n")[1:3]
         assert rc == 0
@@ -30,14 +31,14 @@ def test_session_sees_node_env_and_bin_dir_first(state_root, client_key, ssh):
     assert not pid_alive(node.pid)
 
 
-def test_wrong_host_key_is_rejected(state_root, client_key, ssh):
+def test_wrong_host_key_is_rejected(state_root, client_key):
     key_path, public = client_key
     node = start_ssh_node("n101", "127.0.10.101", 2222, state_root / "n101", public)
     other = start_ssh_node("n102", "127.0.10.102", 2222, state_root / "n102", public)
     try:
         assert node.known_hosts_line.startswith("[127.0.10.101]:2222 ssh-ed25519 ")
         with pytest.raises(paramiko.BadHostKeyException):
-            ssh.connect(node.address, node.port, other.host_key_line, key_path)
+            ssh_connect(node.address, node.port, other.host_key_line, key_path)
     finally:
         stop_ssh_node(node)
         stop_ssh_node(other)
