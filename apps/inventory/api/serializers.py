@@ -13,7 +13,8 @@ class ClusterSerializer(serializers.ModelSerializer):
 
 
 class SshCredentialSerializer(serializers.ModelSerializer):
-    secret = serializers.CharField(write_only=True, required=False, style={"input_type": "password"},
+    secret = serializers.CharField(write_only=True, required=False, trim_whitespace=False,
+                                   style={"input_type": "password"},
                                    help_text="Private key text or password. Write-only: never returned.")
 
     class Meta:
