@@ -216,3 +216,9 @@ def test_connection_is_reopened_in_a_forked_child(target):
     assert conn.run("echo parent-again").stdout == "parent-again\n"
     assert conn._client.get_transport() is parent_transport and conn.connects == 1
     conn.close()
+
+
+def test_a_command_reading_stdin_sees_eof_instead_of_hanging(target):
+    with SshConnection(target) as conn:
+        assert conn.run("cat; echo done", timeout=5).stdout == "done\n"
+        assert conn.run("cat", timeout=5, stdin=b"fed\n").stdout == "fed\n"

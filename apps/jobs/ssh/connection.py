@@ -224,6 +224,8 @@ class SshConnection:
             channel = self._open_channel()
             try:
                 return self._run_on(channel, command, timeout, on_output, started, stdin)
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                raise SshConnectionLost(self.target.name, command, str(exc) or type(exc).__name__) from None
             finally:
                 channel.close()
 
@@ -231,11 +233,17 @@ class SshConnection:
                 on_output: OutputCallback | None, started: float, stdin: bytes | None) -> CommandResult:
         out, err = _LineSplitter("stdout", on_output), _LineSplitter("stderr", on_output)
         deadline = started + timeout
-        channel.exec_command(command)
-        if stdin:
+        if stdin is None:
+            # The shell itself gives the command EOF on stdin. Sending a channel EOF instead races
+            # with the server closing a fast command's channel: paramiko can put our EOF on the wire
+            # after its own CLOSE, and OpenSSH then drops the whole connection ("ieof packet
+            # referred to nonexistent channel"), seen here with 16 threads on one connection.
+            channel.exec_command(f"exec </dev/null\n{command}")
+        else:
+            channel.exec_command(command)
             channel.settimeout(timeout)
             channel.sendall(stdin)
-        channel.shutdown_write()  # EOF on stdin: a command that reads it does not hang
+            channel.shutdown_write()  # the command is still reading, so it cannot have closed yet
         # fileno() is a pipe paramiko signals when stdout or stderr data (or EOF) arrives.
         fd = channel.fileno()
         while True:
