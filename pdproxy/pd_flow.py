@@ -371,6 +371,8 @@ class Exchange:
         kept: list[bytes] = []
         state = {"pending": b"", "recomputed": None}
         transport = dconn.transport
+        out: list[bytes] = []
+        loop = flow.loop
 
         def resume():
             if not dconn.closed:
@@ -399,7 +401,16 @@ class Exchange:
                 kept.append(data)
             if not self.ttft_seen:
                 self.mark_first_byte()
-            client.send_chunk(data)
+            # events that arrive in the same loop iteration leave in one write (one syscall, not one each)
+            out.append(data)
+            if len(out) == 1:
+                loop.call_soon(flush)
+
+        def flush():
+            if not out:
+                return
+            client.send_chunk(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
             if client.write_paused and not dconn.closed:
                 transport.pause_reading()
                 client.on_resume(resume)
@@ -409,10 +420,12 @@ class Exchange:
             dconn.arm(self.deadline - time.perf_counter(), "end of stream (total timeout)")
             try:
                 await done
+                flush()
                 if state["pending"] and state["recomputed"] is None:
                     client.send_chunk(state["pending"])
                 d.release(dconn)
             except BackendError as exc:
+                flush()
                 dconn.close()
                 flow.pools["decode"].report_failure(d, exc)
                 flow.metrics.error("stream_broken")
