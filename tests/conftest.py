@@ -63,17 +63,18 @@ def node(cluster, credential):
                                npu_count=16)
 
 
-def generate_key_pair() -> tuple[str, str]:
-    """A fresh ed25519 key: (OpenSSH private key text, public key line)."""
+def generate_key_pair(seed: bytes | None = None) -> tuple[str, str]:
+    """An ed25519 key: (OpenSSH private key text, public key line); fixed when seeded."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    key = Ed25519PrivateKey.generate()
+    key = Ed25519PrivateKey.from_private_bytes(seed) if seed else Ed25519PrivateKey.generate()
     private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
                                 serialization.NoEncryption()).decode()
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
     return private, public
 
 
-TEST_PRIVATE_KEY, _ = generate_key_pair()
-_, TEST_HOST_KEY = generate_key_pair()
+# Seeded: this module is imported both as pytest's conftest and as tests.conftest, and both must agree.
+TEST_PRIVATE_KEY, _ = generate_key_pair(b"\x01" * 32)
+_, TEST_HOST_KEY = generate_key_pair(b"\x02" * 32)

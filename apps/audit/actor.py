@@ -7,7 +7,10 @@ _actor: contextvars.ContextVar = contextvars.ContextVar("audit_actor", default=N
 
 
 def current_actor():
-    return _actor.get()
+    """The acting user. A request is stored, not its user: DRF authenticates tokens after middleware ran,
+    and then sets the user on the underlying request, so reading it late sees the real caller."""
+    actor = _actor.get()
+    return getattr(actor, "user", None) if hasattr(actor, "META") else actor
 
 
 @contextlib.contextmanager

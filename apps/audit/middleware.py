@@ -2,13 +2,13 @@ from .actor import _actor
 
 
 class AuditActorMiddleware:
-    """Records the request's user for audit entries; DRF token users are set again by the API base view."""
+    """Makes the request the audit actor; its user is read when an entry is written (see current_actor)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        token = _actor.set(getattr(request, "user", None))
+        token = _actor.set(request)
         try:
             return self.get_response(request)
         finally:
