@@ -117,7 +117,8 @@ class BackendPool:
     def set_state(self, b: Backend, state: str, reason: str = ""):
         if b.state == state:
             return
-        log.warning("%s %s: %s -> %s%s", self.role, b.addr, b.state, state, f" ({reason})" if reason else "")
+        log.log(logging.WARNING if state == EJECTED else logging.INFO, "%s %s: %s -> %s%s", self.role, b.addr,
+                b.state, state, f" ({reason})" if reason else "")
         b.state = state
         b.state_since = time.monotonic()
         if state == EJECTED:
@@ -136,7 +137,9 @@ class BackendPool:
         else:
             b.fail_5xx += 1
             b.last_error = f"answered HTTP {status}"
-            if b.fail_5xx >= self._eject_after_5xx and b.state == HEALTHY:
+            # never eject the last healthy instance on 5xx alone: in PD a Decode's 5xx is often a dead
+            # Prefill's fault, and an empty role turns a partial outage into a full one
+            if b.fail_5xx >= self._eject_after_5xx and b.state == HEALTHY and len(self._available) > 1:
                 self.set_state(b, EJECTED, f"{b.fail_5xx} consecutive 5xx answers")
 
     _eject_after_5xx = 3

@@ -245,8 +245,9 @@ class Exchange:
                 pool.report_failure(b, exc)
                 flow.metrics.backend("decode", b.addr, exc.kind)
                 self.d_last = (f"decode {b.addr}: {exc.reason}", exc.kind)
-                if exc.kind == "timeout":
-                    raise NeedPrefill(self.d_last[0]) from None  # it may have pulled the KV before hanging
+                if exc.kind != "connect":
+                    # it got the request, so it may have pulled (and freed) the KV before failing
+                    raise NeedPrefill(self.d_last[0]) from None
                 continue
             except BaseException:
                 b.inflight -= 1
@@ -266,7 +267,8 @@ class Exchange:
                     b.inflight -= 1
                     b.inflight_load -= self.load
                 if status >= 500:
-                    self.bad_d.add(b)
+                    # not excluded: a Decode's 5xx is often the Prefill's fault (it died holding the KV);
+                    # the re-prefill may use any Decode, within the retry budget
                     pool.report_failure(b, status=status)
                     flow.metrics.backend("decode", b.addr, "5xx")
                     self.d_last = (f"decode {b.addr} answered HTTP {status}: {_snippet(raw)}", "5xx")

@@ -120,6 +120,39 @@ class Cluster:
         port = int(_read_line(proc, "PORT").split()[1])
         return FakeBackend(proc, port, name)
 
+    def engine(self, role: str, model: str = "sim-model") -> FakeBackend:
+        """A simcluster.engine process (TP=1) playing Prefill (kv_producer) or Decode (kv_consumer)."""
+        import socket
+
+        ports = []
+        for _ in range(2):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+            s.close()
+        kv = {"kv_connector": "MooncakeConnectorV1", "kv_role": "kv_producer" if role == "prefill" else
+              "kv_consumer", "kv_port": str(ports[1]),
+              "kv_connector_extra_config": {"prefill": {"dp_size": 1, "tp_size": 1},
+                                            "decode": {"dp_size": 1, "tp_size": 1}}}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "ASCEND_RT_VISIBLE_DEVICES": "0",
+               "SIMCLUSTER_TIME_SCALE": "0.05", "SIMCLUSTER_STARTUP_S": "0.1"}
+        proc = subprocess.Popen([PY, "-m", "simcluster.engine", "serve", model, "--host", "127.0.0.1", "--port",
+                                 str(ports[0]), "-tp", "1", "--served-model-name", model,
+                                 "--kv-transfer-config", json.dumps(kv)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env,
+                                start_new_session=True)
+        self.procs.append(proc)
+        eng = FakeBackend(proc, ports[0], f"{role}-{ports[0]}")
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                if request("GET", eng.url + "/health", timeout=1)[0] == 200:
+                    return eng
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"simcluster engine on {eng.addr} did not become healthy")
+
     def proxy(self, prefill, decode, *args, token="s3cret") -> Proxy:
         argv = [PY, "-m", "pdproxy", "--host", "127.0.0.1", "--port", "0", "--health-interval", "0.2",
                 "--health-timeout", "0.5", "--log-level", "WARNING"]
