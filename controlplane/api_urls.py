@@ -7,6 +7,7 @@ from rest_framework.routers import DefaultRouter
 
 from apps.accounts.api.views import MeView, MyTokenView, UserViewSet
 from apps.audit.api.views import AuditEntryViewSet
+from apps.deployments.api.views import DeploymentViewSet, ProcessViewSet, RevisionViewSet
 from apps.inventory.api.views import (
     ClusterViewSet,
     InventoryExportView,
@@ -25,6 +26,9 @@ router.register("credentials", SshCredentialViewSet)
 router.register("jobs", JobViewSet)
 router.register("audit", AuditEntryViewSet)
 router.register("users", UserViewSet)
+router.register("deployments", DeploymentViewSet)
+router.register("revisions", RevisionViewSet)
+router.register("processes", ProcessViewSet)
 
 urlpatterns = [
     path("auth/token/", obtain_auth_token, name="api-token"),

@@ -1,0 +1,151 @@
+from rest_framework import serializers
+
+from apps.inventory.models import Cluster
+
+from ..models import Deployment, Process, Revision
+
+
+class RevisionSerializer(serializers.ModelSerializer):
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+
+    class Meta:
+        model = Revision
+        fields = ["id", "deployment", "number", "is_active", "comment", "launch_profile", "served_model",
+                  "created_by", "created", "spec", "yaml_text"]
+        read_only_fields = fields
+
+
+class RevisionCreateSerializer(serializers.Serializer):
+    yaml_text = serializers.CharField(required=False, trim_whitespace=False, help_text="The spec as YAML")
+    spec = serializers.JSONField(required=False, help_text="The spec as plain data (instead of yaml_text)")
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
+    activate = serializers.BooleanField(required=False, default=False)
+
+    def validate(self, attrs):
+        if ("yaml_text" in attrs) == ("spec" in attrs):
+            raise serializers.ValidationError({"yaml_text": "send exactly one of yaml_text or spec"})
+        return attrs
+
+
+class DeploymentSerializer(serializers.ModelSerializer):
+    cluster = serializers.PrimaryKeyRelatedField(queryset=Cluster.objects.all())
+    cluster_name = serializers.CharField(source="cluster.name", read_only=True)
+    yaml_text = serializers.CharField(write_only=True, required=False, trim_whitespace=False,
+                                      help_text="The first revision's spec (create only)")
+    active_revision = serializers.IntegerField(source="active_number", read_only=True, allow_null=True)
+    active_revision_id = serializers.IntegerField(source="active_id", read_only=True, allow_null=True)
+    launch_profile = serializers.CharField(read_only=True, allow_null=True)
+    served_model = serializers.CharField(read_only=True, allow_null=True)
+    revision_count = serializers.IntegerField(read_only=True)
+    running_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Deployment
+        fields = ["id", "name", "cluster", "cluster_name", "description", "yaml_text", "active_revision",
+                  "active_revision_id", "launch_profile", "served_model", "revision_count", "running_count",
+                  "created", "updated"]
+
+    def validate(self, attrs):
+        if self.instance is None and not attrs.get("yaml_text"):
+            raise serializers.ValidationError({"yaml_text": "a new deployment needs its first spec"})
+        if self.instance is not None and "cluster" in attrs and attrs["cluster"] != self.instance.cluster:
+            raise serializers.ValidationError({"cluster": "a deployment cannot move to another cluster"})
+        return attrs
+
+
+class ProcessSerializer(serializers.ModelSerializer):
+    deployment_name = serializers.CharField(source="deployment.name", read_only=True)
+    revision_number = serializers.IntegerField(source="revision.number", read_only=True, default=None)
+
+    class Meta:
+        model = Process
+        fields = ["id", "deployment", "deployment_name", "revision", "revision_number", "node", "node_name", "role",
+                  "instance", "key", "address", "ports", "health_url", "pid", "command", "log_path", "pid_file",
+                  "state", "state_detail", "started_at", "stopped_at", "last_job", "updated"]
+        read_only_fields = fields
+
+
+class JobParamsSerializer(serializers.Serializer):
+    max_parallel = serializers.IntegerField(required=False, min_value=1, max_value=256,
+                                            help_text="SSH fan-out bound (default 8)")
+    sequential = serializers.BooleanField(required=False, help_text="one node at a time (max_parallel=1)")
+    health_timeout = serializers.IntegerField(required=False, min_value=1, max_value=3600,
+                                              help_text="seconds to wait for each stage to be healthy (default 120)")
+    stop_grace = serializers.IntegerField(required=False, min_value=1, max_value=600,
+                                          help_text="seconds between TERM and KILL (default 10)")
+    keep_on_failure = serializers.BooleanField(required=False, help_text="leave what a failed job started running")
+
+
+class RestartParamsSerializer(JobParamsSerializer):
+    instance = serializers.CharField(help_text="instance name from the active revision")
+
+
+class RollingRestartParamsSerializer(JobParamsSerializer):
+    role = serializers.ChoiceField(choices=["prefill", "decode"])
+
+
+class ActivateSerializer(serializers.Serializer):
+    revision = serializers.IntegerField(help_text="revision number to activate")
+    deploy = serializers.BooleanField(required=False, default=False, help_text="deploy it at once (rollback)")
+
+
+class ProblemSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    instance = serializers.CharField(allow_null=True)
+    field = serializers.CharField()
+    message = serializers.CharField()
+    suggestion = serializers.CharField()
+
+
+class ProblemsSerializer(serializers.Serializer):
+    errors = ProblemSerializer(many=True)
+
+
+class PlanProcessSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    role = serializers.CharField()
+    instance = serializers.CharField(allow_null=True)
+    ports = serializers.ListField(child=serializers.IntegerField())
+    kv_port_window = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
+    health_url = serializers.CharField(allow_null=True)
+    log_file = serializers.CharField()
+    pid_file = serializers.CharField()
+    command = serializers.CharField()
+
+
+class PlanNodeSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    address = serializers.CharField()
+    processes = PlanProcessSerializer(many=True)
+
+
+class PlanStageSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    name = serializers.CharField()
+    nodes = PlanNodeSerializer(many=True)
+
+
+class PlanSerializer(serializers.Serializer):
+    revision = serializers.IntegerField()
+    profile = serializers.CharField()
+    text = serializers.CharField()
+    stages = PlanStageSerializer(many=True)
+
+
+class DiffEntrySerializer(serializers.Serializer):
+    path = serializers.CharField()
+    old = serializers.JSONField(allow_null=True)
+    new = serializers.JSONField(allow_null=True)
+
+
+class DiffSerializer(serializers.Serializer):
+    old = serializers.IntegerField()
+    new = serializers.IntegerField()
+    changes = DiffEntrySerializer(many=True)
+
+
+class ProcessLogSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    node = serializers.CharField()
+    log_path = serializers.CharField()
+    text = serializers.CharField()

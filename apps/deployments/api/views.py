@@ -1,0 +1,269 @@
+"""Deployments API: deployments with their revisions, plan and diff, the job-starting actions, and processes."""
+
+import django_filters
+from django.db import transaction
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from apps.accounts.roles import Role
+from apps.jobs.api.serializers import JobSerializer
+
+from ..logs import LogUnavailable, process_log_tail
+from ..models import Process, Revision
+from ..planning import deployment_plan, plan_by_node, revision_diff
+from ..selectors import deployments_with_summary
+from ..services import (
+    BadJobParams,
+    DeploymentBusy,
+    deployment_create,
+    deployment_delete,
+    deployment_deploy,
+    deployment_preflight,
+    deployment_restart,
+    deployment_rolling_restart,
+    deployment_stop,
+    revision_activate,
+    revision_create,
+)
+from ..topology import plan_to_text
+from ..validation import RevisionInvalid, name_problem
+from .serializers import (
+    ActivateSerializer,
+    DeploymentSerializer,
+    DiffSerializer,
+    JobParamsSerializer,
+    PlanSerializer,
+    ProblemsSerializer,
+    ProcessLogSerializer,
+    ProcessSerializer,
+    RestartParamsSerializer,
+    RevisionCreateSerializer,
+    RevisionSerializer,
+    RollingRestartParamsSerializer,
+)
+
+INVALID = OpenApiResponse(ProblemsSerializer, description="the spec does not validate: each problem names "
+                                                          "instance, field and a suggested fix")
+BUSY = OpenApiResponse(description="another job acts on this deployment")
+
+
+def problems_response(exc: RevisionInvalid, data=None) -> Response:
+    named = [name_problem(p, data if isinstance(data, dict) else None).as_dict() for p in exc.problems]
+    return Response({"errors": named}, status=status.HTTP_400_BAD_REQUEST)
+
+
+def _yaml_data(text):
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+
+
+class DeploymentFilterSet(django_filters.FilterSet):
+    cluster_name = django_filters.CharFilter(field_name="cluster__name")
+
+    class Meta:
+        from ..models import Deployment
+
+        model = Deployment
+        fields = ["cluster", "name"]
+
+
+class DeploymentViewSet(viewsets.ModelViewSet):
+    queryset = deployments_with_summary()
+    serializer_class = DeploymentSerializer
+    filterset_class = DeploymentFilterSet
+    ordering_fields = ["name", "created", "updated"]
+    write_role = Role.OPERATOR  # operators own topologies; deleting one is for admins
+    role_for_action = {"destroy": Role.ADMIN, "preflight": Role.OPERATOR, "deploy": Role.OPERATOR,
+                       "stop": Role.OPERATOR, "restart": Role.OPERATOR, "rolling_restart": Role.OPERATOR,
+                       "activate": Role.OPERATOR}
+
+    @extend_schema(responses={201: DeploymentSerializer, 400: INVALID})
+    def create(self, request, *args, **kwargs):
+        data = DeploymentSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        try:
+            deployment = deployment_create(name=v["name"], cluster=v["cluster"], description=v.get("description", ""),
+                                           yaml_text=v["yaml_text"], user=request.user)
+        except RevisionInvalid as exc:
+            return problems_response(exc, _yaml_data(v["yaml_text"]))
+        return Response(DeploymentSerializer(self.get_queryset().get(pk=deployment.pk)).data,
+                        status=status.HTTP_201_CREATED)
+
+    def perform_update(self, serializer):
+        serializer.validated_data.pop("yaml_text", None)
+        serializer.save()
+
+    @extend_schema(responses={204: None, 409: BUSY})
+    def destroy(self, request, *args, **kwargs):
+        try:
+            deployment_delete(deployment=self.get_object())
+        except DeploymentBusy as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(methods=["GET"], responses={200: RevisionSerializer(many=True)})
+    @extend_schema(methods=["POST"], request=RevisionCreateSerializer, responses={201: RevisionSerializer, 400: INVALID})
+    @action(detail=True, methods=["get", "post"], filterset_class=None)
+    def revisions(self, request, pk=None):
+        deployment = self.get_object()
+        if request.method == "GET":
+            page = self.paginate_queryset(Revision.objects.filter(deployment=deployment)
+                                          .select_related("created_by").order_by("-number"))
+            return self.get_paginated_response(RevisionSerializer(page, many=True).data)
+        data = RevisionCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        try:
+            revision = revision_create(deployment=deployment, user=request.user, yaml_text=v.get("yaml_text"),
+                                       data=v.get("spec"), comment=v["comment"], activate=v["activate"])
+        except RevisionInvalid as exc:
+            return problems_response(exc, v.get("spec") or _yaml_data(v.get("yaml_text") or ""))
+        return Response(RevisionSerializer(revision).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=ActivateSerializer, responses={200: RevisionSerializer, 202: JobSerializer, 400: INVALID,
+                                                          409: BUSY})
+    @action(detail=True, methods=["post"])
+    def activate(self, request, pk=None):
+        """Make a revision the active one; with deploy=true this is a rollback (activate, then deploy)."""
+        deployment = self.get_object()
+        data = ActivateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        revision = get_object_or_404(Revision, deployment=deployment, number=data.validated_data["revision"])
+        try:
+            with transaction.atomic():
+                revision_activate(revision=revision, user=request.user)
+                if data.validated_data["deploy"]:
+                    job = deployment_deploy(deployment=deployment, user=request.user)
+                    return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+        except RevisionInvalid as exc:
+            return problems_response(exc, revision.spec)
+        except DeploymentBusy as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(RevisionSerializer(revision).data)
+
+    @extend_schema(parameters=[OpenApiParameter("revision", int, description="revision number (default: active)")],
+                   responses={200: PlanSerializer, 400: INVALID})
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def plan(self, request, pk=None):
+        """Every command, per stage and node, that a deploy would run; nothing runs."""
+        deployment = self.get_object()
+        revision = None
+        if request.query_params.get("revision"):
+            number = request.query_params["revision"]
+            if not number.isdigit():
+                return Response({"revision": ["expected a revision number"]}, status=status.HTTP_400_BAD_REQUEST)
+            revision = get_object_or_404(Revision, deployment=deployment, number=int(number))
+        try:
+            spec, plan = deployment_plan(deployment, revision)
+        except RevisionInvalid as exc:
+            return problems_response(exc, (revision or deployment.active_revision or Revision(spec={})).spec)
+        number = (revision or deployment.active_revision).number
+        return Response({"revision": number, "profile": plan.profile, "text": plan_to_text(plan),
+                         "stages": plan_by_node(plan)})
+
+    @extend_schema(parameters=[OpenApiParameter("old", int, required=True), OpenApiParameter("new", int, required=True)],
+                   responses={200: DiffSerializer})
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def diff(self, request, pk=None):
+        deployment = self.get_object()
+        numbers = {}
+        for key in ("old", "new"):
+            value = request.query_params.get(key, "")
+            if not value.isdigit():
+                return Response({key: ["expected a revision number"]}, status=status.HTTP_400_BAD_REQUEST)
+            numbers[key] = get_object_or_404(Revision, deployment=deployment, number=int(value))
+        changes = revision_diff(numbers["old"], numbers["new"])
+        return Response({"old": numbers["old"].number, "new": numbers["new"].number,
+                         "changes": [{"path": p, "old": a, "new": b} for p, a, b in changes]})
+
+    @extend_schema(responses={(200, "application/yaml"): str})
+    @action(detail=True, methods=["get"], url_path="export", filterset_class=None)
+    def export(self, request, pk=None):
+        deployment = self.get_object()
+        revision = deployment.active_revision
+        body = revision.yaml_text if revision else ""
+        return HttpResponse(body, content_type="application/yaml",
+                            headers={"Content-Disposition": f'attachment; filename="{deployment.name}.yaml"'})
+
+    def _job(self, request, starter, serializer_class=JobParamsSerializer, **fixed):
+        deployment = self.get_object()
+        data = serializer_class(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = dict(data.validated_data)
+        extra = {k: params.pop(k) for k in ("instance", "role") if k in params}
+        try:
+            job = starter(deployment=deployment, user=request.user, params=params, **extra, **fixed)
+        except RevisionInvalid as exc:
+            return problems_response(exc, deployment.active_revision.spec if deployment.active_revision else None)
+        except BadJobParams as exc:
+            return Response({k: [v] for k, v in exc.errors.items()}, status=status.HTTP_400_BAD_REQUEST)
+        except DeploymentBusy as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=JobParamsSerializer, responses={202: JobSerializer, 400: INVALID, 409: BUSY})
+    @action(detail=True, methods=["post"])
+    def preflight(self, request, pk=None):
+        return self._job(request, deployment_preflight)
+
+    @extend_schema(request=JobParamsSerializer, responses={202: JobSerializer, 400: INVALID, 409: BUSY})
+    @action(detail=True, methods=["post"])
+    def deploy(self, request, pk=None):
+        return self._job(request, deployment_deploy)
+
+    @extend_schema(request=JobParamsSerializer, responses={202: JobSerializer, 409: BUSY})
+    @action(detail=True, methods=["post"])
+    def stop(self, request, pk=None):
+        return self._job(request, deployment_stop)
+
+    @extend_schema(request=RestartParamsSerializer, responses={202: JobSerializer, 400: INVALID, 409: BUSY})
+    @action(detail=True, methods=["post"])
+    def restart(self, request, pk=None):
+        return self._job(request, deployment_restart, RestartParamsSerializer)
+
+    @extend_schema(request=RollingRestartParamsSerializer, responses={202: JobSerializer, 400: INVALID, 409: BUSY})
+    @action(detail=True, methods=["post"], url_path="rolling-restart")
+    def rolling_restart(self, request, pk=None):
+        return self._job(request, deployment_rolling_restart, RollingRestartParamsSerializer)
+
+
+class RevisionViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = Revision.objects.select_related("created_by").order_by("deployment_id", "-number")
+    serializer_class = RevisionSerializer
+    filterset_fields = ["deployment", "is_active", "number", "launch_profile"]
+
+
+class ProcessFilterSet(django_filters.FilterSet):
+    class Meta:
+        model = Process
+        fields = ["deployment", "node", "node_name", "role", "instance", "state", "key"]
+
+
+class ProcessViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    queryset = Process.objects.select_related("deployment", "revision").order_by("deployment_id", "role", "key")
+    serializer_class = ProcessSerializer
+    filterset_class = ProcessFilterSet
+
+    @extend_schema(parameters=[OpenApiParameter("lines", int, description="how many last lines (default 200)")],
+                   responses={200: ProcessLogSerializer, 502: OpenApiResponse(description="the node cannot be read")})
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def log(self, request, pk=None):
+        """The last lines of the process's log, tailed over SSH now (viewers may read logs)."""
+        process = self.get_object()
+        lines = request.query_params.get("lines", "200")
+        if not lines.isdigit():
+            return Response({"lines": ["expected a whole number"]}, status=status.HTTP_400_BAD_REQUEST)
+        try:
+            text = process_log_tail(process, lines=int(lines))
+        except LogUnavailable as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
+        return Response({"key": process.key, "node": process.node_name, "log_path": process.log_path, "text": text})

@@ -1,0 +1,98 @@
+"""Validation of a revision against the inventory and the other deployments, as Problems that name the field.
+
+A problem's `path` stays the spec path (instances[0].dp) for tooling; `instance` and `field` name the instance
+by its name, which is what an operator reads (and what the API returns).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from .facts import cluster_facts
+from .topology import Problem, SpecError, TopologySpec, spec_from_dict, spec_from_yaml, validate_topology
+
+_INSTANCE_PATH = re.compile(r"^instances\[(\d+)\](?:\.(.+))?$")
+_RUN_DIR_RE = re.compile(r"^/[A-Za-z0-9._/-]+$")
+
+
+class RevisionInvalid(ValueError):
+    """The spec cannot be saved or run; `problems` say where and what to change."""
+
+    def __init__(self, problems: list[Problem], spec: TopologySpec | None = None):
+        self.problems = problems
+        self.spec = spec
+        super().__init__("; ".join(map(str, problems)))
+
+
+@dataclass(frozen=True)
+class NamedProblem:
+    path: str
+    instance: str | None
+    field: str
+    message: str
+    suggestion: str
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "instance": self.instance, "field": self.field, "message": self.message,
+                "suggestion": self.suggestion}
+
+
+def spec_errors_as_problems(exc: SpecError) -> list[Problem]:
+    return [Problem(path or "spec", message, "") for path, message in exc.errors]
+
+
+def name_problem(problem: Problem, data: dict | None) -> NamedProblem:
+    """instances[2].tp -> instance d0, field tp (from the submitted data, so parse errors get names too)."""
+    match = _INSTANCE_PATH.match(problem.path)
+    instance, field = None, problem.path
+    if match:
+        field = match.group(2) or ""
+        try:
+            instance = str(data["instances"][int(match.group(1))]["name"])
+        except (KeyError, IndexError, TypeError, ValueError):
+            instance = f"#{match.group(1)}"
+    return NamedProblem(problem.path, instance, field, problem.message, problem.suggestion)
+
+
+def parse_spec(*, yaml_text: str | None = None, data: dict | None = None) -> TopologySpec:
+    """YAML text or plain data -> spec; SpecError becomes RevisionInvalid."""
+    try:
+        return spec_from_yaml(yaml_text) if yaml_text is not None else spec_from_dict(data)
+    except SpecError as exc:
+        raise RevisionInvalid(spec_errors_as_problems(exc)) from None
+
+
+def _run_dir_problems(spec: TopologySpec, deployment_id: int | None, cluster) -> list[Problem]:
+    out = []
+    run_dir = spec.run_dir
+    if not _RUN_DIR_RE.match(run_dir) or ".." in PurePosixPath(run_dir).parts or run_dir.rstrip("/") == "":
+        out.append(Problem("run_dir", f"run_dir {run_dir!r} must be an absolute path of letters, digits, '.', "
+                           "'_', '-' and '/' without '..'", "use e.g. /var/tmp/pdcp/<deployment name>"))
+        return out
+    from .models import Revision
+
+    others = (Revision.objects.filter(is_active=True, deployment__cluster=cluster)
+              .exclude(deployment_id=deployment_id).select_related("deployment"))
+    for other in others:
+        if str(other.spec.get("run_dir", "")).rstrip("/") == run_dir.rstrip("/"):
+            out.append(Problem("run_dir", f"deployment {other.deployment.name} already uses run_dir {run_dir} on "
+                               "this cluster (pid files would collide)",
+                               f"use another directory, e.g. {run_dir.rstrip('/')}-2"))
+    return out
+
+
+def validate_spec(spec: TopologySpec, *, cluster, deployment_id: int | None = None) -> list[Problem]:
+    """Everything a revision must pass: the topology rules against the cluster's inventory, plus run_dir."""
+    facts = cluster_facts(cluster, launch_profile=spec.launch_profile)
+    return validate_topology(spec, facts) + _run_dir_problems(spec, deployment_id, cluster)
+
+
+def checked_spec(*, cluster, deployment_id: int | None = None, yaml_text: str | None = None,
+                 data: dict | None = None) -> TopologySpec:
+    spec = parse_spec(yaml_text=yaml_text, data=data)
+    problems = validate_spec(spec, cluster=cluster, deployment_id=deployment_id)
+    if problems:
+        raise RevisionInvalid(problems, spec)
+    return spec
