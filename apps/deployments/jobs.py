@@ -82,6 +82,7 @@ class DeploymentRun:
         self.rows = {r.key: r for r in self.deployment.processes.all()}
         self.started: list[PlannedProcess] = []
         self.keep = bool(self.params.get("keep_on_failure"))
+        self.failed_nodes: set[str] = set()
 
     # --- progress ----------------------------------------------------------------------------------------
     def planned_steps(self, steps: Counter) -> None:
@@ -92,6 +93,7 @@ class DeploymentRun:
 
     def fail(self, node: str, message: str, *, item: Item | None = None) -> None:
         tail = self.tail(item) if item else ""
+        self.failed_nodes.add(node)
         self.ctx.node_state(node, NodeStepState.FAILED, message[:500])
         if tail:
             message += f"\nlast log lines of {item.key} ({item.log_path} on {node}):\n{tail}"
@@ -192,7 +194,7 @@ class DeploymentRun:
         self.fleet.put_text(node, str(admin_token_path(self.spec)), token + "\n", mode=0o600)
         self.fleet.put_text(node, str(admin_header_path(self.spec)), f"Authorization: Bearer {token}\n", mode=0o600)
 
-    def stop(self, items: list[Item], *, why: str) -> list[tuple[Item, str]]:
+    def stop(self, items: list[Item], *, why: str, progress: bool = True) -> list[tuple[Item, str]]:
         """Stops items stage by stage, backwards (proxy first). Returns (item, reason) for those it could not stop."""
         grace = self.params.get("stop_grace", 10)
         failures = []
@@ -207,7 +209,8 @@ class DeploymentRun:
                     said = o.result.stdout.strip() or "stopped"
                     self.ctx.log(f"{i.key}: {said}", node=i.node)
                     self.mark(i.key, ProcessState.STOPPED, said)
-                    self.progress(i.node, f"stopped {i.key}")
+                    if progress:
+                        self.progress(i.node, f"stopped {i.key}")
                 else:
                     reason = o.error or (o.result.stderr.strip() or f"exit {o.result.exit_status}")
                     self.mark(i.key, ProcessState.UNKNOWN, f"stop failed: {reason}")
@@ -223,10 +226,13 @@ class DeploymentRun:
                          stream="stderr")
             return
         self.ctx.step(f"{reason}: stopping the {len(self.started)} processes this job started ({keys})")
-        failures = self.stop([item_of(p) for p in reversed(self.started)], why="cleanup")
+        failures = self.stop([item_of(p) for p in reversed(self.started)], why="cleanup", progress=False)
         for item, why in failures:
             self.ctx.log(f"could not stop {item.key} on {item.node}: {why}; it may still run", node=item.node,
                          stream="error")
+        for node in dict.fromkeys(p.node for p in self.started):
+            if node not in self.failed_nodes:
+                self.ctx.node_state(node, NodeStepState.SKIPPED, f"{reason}: what this job started here was stopped")
 
     # --- health ------------------------------------------------------------------------------------------
     def wait_healthy(self, procs: list[PlannedProcess]) -> None:

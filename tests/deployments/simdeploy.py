@@ -1,0 +1,100 @@
+"""Helpers for the deployment tests that run against a real simulated cluster (addresses 127.0.10.210-.215)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PREFIX = "127.0.10"
+FIRST = 210  # node0 .210 ... aisbench .215; this suite's range is .200-.239 (docs/contracts.md §2)
+
+
+def sim_spec() -> dict:
+    from simcluster.spec import reference_spec
+
+    spec = reference_spec(prefix=PREFIX)
+    for i, node in enumerate(spec["nodes"]):
+        node["address"] = f"{PREFIX}.{FIRST + i}"
+    spec["services"] = {}  # the deployment starts its own store and pool
+    return spec
+
+
+def start_cluster():
+    from simcluster import cluster
+
+    state_dir = Path(tempfile.mkdtemp(prefix="pdcp-deploy-sim-", dir="/tmp"))
+    state_dir.chmod(0o755)
+    try:
+        state = cluster.up(sim_spec(), state_dir)
+    except BaseException:
+        cluster.down(state_dir)
+        shutil.rmtree(state_dir, ignore_errors=True)
+        raise
+    return state_dir, state
+
+
+def stop_cluster(state_dir: Path) -> None:
+    from simcluster import cluster
+
+    try:
+        cluster.down(state_dir)
+    finally:
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def topology_yaml(run_dir: str, *, edit=None) -> str:
+    data = yaml.safe_load((REPO / "examples" / "reference-topology-fixed.yaml").read_text())
+    data["launch_profile"] = "sim"
+    data["run_dir"] = run_dir
+    data["bench_client"] = {"node": "aisbench"}
+    for inst in data["instances"]:
+        inst.setdefault("env", {})["SIMCLUSTER_STARTUP_S"] = "0.2"
+    if edit:
+        edit(data)
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def new_run_dir() -> str:
+    # Not created here: the login user creates it over SSH (a root-owned parent would refuse it).
+    return f"/tmp/pdcp-deploy-run-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def pids_in(run_dir: str) -> dict[str, int]:
+    """Every pid file the deployment's processes wrote, read from the (shared) disk of the sim nodes."""
+    out = {}
+    for f in Path(run_dir, "pids").glob("*.pid"):
+        text = f.read_text().strip()
+        if text.isdigit():
+            out[f.stem] = int(text)
+    return out
+
+
+def processes_mentioning(run_dir: str) -> list[int]:
+    """Any live process working in the run dir (every detached start cd's there) or naming it: what nobody
+    would know of."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd = (proc / "cmdline").read_bytes()
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if (run_dir.encode() in cmd or cwd == run_dir) and pid_alive(int(proc.name)):
+            found.append(int(proc.name))
+    return found

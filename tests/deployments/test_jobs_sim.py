@@ -1,0 +1,286 @@
+"""Deploy, stop, restart and preflight against the simulated cluster over real SSH (127.0.10.210-.215).
+
+One cluster for the module (sshd per node, shims); every test imports its inventory, deploys into its own run dir
+and proves with /proc that nothing it started is left running.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+from simdeploy import (
+    REPO,
+    new_run_dir,
+    pid_alive,
+    pids_in,
+    processes_mentioning,
+    start_cluster,
+    stop_cluster,
+    topology_yaml,
+)
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+
+
+@pytest.fixture(scope="module")
+def sim():
+    state_dir, state = start_cluster()
+    try:
+        yield state_dir, state
+    finally:
+        stop_cluster(state_dir)
+
+
+@pytest.fixture(autouse=True)
+def no_celery(monkeypatch):
+    """Jobs run where the test says (run_job in this process, a thread or a subprocess), never via the broker."""
+    from apps.jobs import tasks
+
+    monkeypatch.setattr(tasks.run_job_task, "delay", lambda *a, **k: None)
+
+
+@pytest.fixture
+def inventory(sim, transactional_db):
+    from pathlib import Path
+
+    from apps.inventory.models import Cluster
+    from apps.inventory.services import inventory_import
+
+    state_dir, state = sim
+    inventory_import(Path(state["inventory"]).read_text(), allow_key_files=True)
+    return Cluster.objects.get(name="reference")
+
+
+@pytest.fixture
+def operator(make_user):
+    return make_user("operator", "op")
+
+
+@pytest.fixture
+def run_dir():
+    import shutil
+
+    path = new_run_dir()
+    yield path
+    leftovers = processes_mentioning(path)
+    for pid in leftovers:  # a failing test must not leave processes behind for the next one
+        os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(path, ignore_errors=True)
+    assert not leftovers, f"processes left running in {path}: {leftovers}"
+
+
+def make_deployment(cluster, user, run_dir, edit=None):
+    from apps.deployments.services import deployment_create
+
+    return deployment_create(name="ref", cluster=cluster, user=user, yaml_text=topology_yaml(run_dir, edit=edit))
+
+
+def run(starter, deployment, user, **kwargs):
+    from apps.jobs.models import Job
+    from apps.jobs.runner import run_job
+
+    params = {"health_timeout": 30, "stop_grace": 3, **kwargs.pop("params", {})}
+    job = starter(deployment=deployment, user=user, params=params, **kwargs)
+    run_job(job.pk)
+    return Job.objects.get(pk=job.pk)
+
+
+def completion(address: str, port: int = 1999) -> dict:
+    import json
+
+    body = json.dumps({"model": "qwen3-235b", "prompt": "hello", "max_tokens": 4}).encode()
+    req = urllib.request.Request(f"http://{address}:{port}/v1/completions", body,
+                                 {"Content-Type": "application/json"})
+    return json.loads(urllib.request.urlopen(req, timeout=20).read())
+
+
+def test_deploy_serves_a_completion_redeploy_keeps_everything_and_stop_leaves_nothing(inventory, operator, run_dir):
+    from apps.deployments.models import Process
+    from apps.deployments.services import (
+        deployment_deploy,
+        deployment_preflight,
+        deployment_rolling_restart,
+        deployment_stop,
+        revision_create,
+    )
+
+    deployment = make_deployment(inventory, operator, run_dir)
+    pre = run(deployment_preflight, deployment, operator)
+    assert pre.status == "successful", pre.explanation
+
+    t0 = time.monotonic()
+    job = run(deployment_deploy, deployment, operator)
+    first_seconds = time.monotonic() - t0
+    assert job.status == "successful", job.explanation
+    assert "15 processes (15 started" in job.explanation and "answered a completion" in job.explanation
+    assert {s.state for s in job.node_summaries.all()} == {"done"}
+    proxy_address = Process.objects.get(key="proxy").address
+    assert completion(proxy_address)["choices"][0]["text"]
+    pids = pids_in(run_dir)
+    assert len(pids) == 15 and all(pid_alive(p) for p in pids.values())
+    assert dict(Process.objects.values_list("key", "pid")) == pids
+
+    again = run(deployment_deploy, deployment, operator)
+    assert again.status == "successful", again.explanation
+    assert "0 started, 15 kept" in again.explanation
+    assert pids_in(run_dir) == pids  # nothing started twice
+
+    # A new revision that changes d1 only: its four processes are replaced, everything else kept.
+    revision_create(deployment=deployment, user=operator, activate=True, yaml_text=topology_yaml(
+        run_dir, edit=lambda d: d["instances"][3].update(max_num_seqs=48)))
+    changed = run(deployment_deploy, deployment, operator)
+    assert changed.status == "successful", changed.explanation
+    assert "4 started, 4 replaced, 11 kept" in changed.explanation
+    now = pids_in(run_dir)
+    assert {k for k in now if now[k] != pids[k]} == {"d1-dp0", "d1-dp1", "d1-dp2", "d1-dp3"}
+
+    rolling = run(deployment_rolling_restart, deployment, operator, role="prefill")
+    assert rolling.status == "successful", rolling.explanation
+    assert "drained in the proxy" in rolling.explanation
+    after = pids_in(run_dir)
+    assert after["p0-dp0"] != now["p0-dp0"] and after["d0-dp0"] == now["d0-dp0"]
+    assert completion(proxy_address)["choices"][0]["text"]
+
+    stopped = run(deployment_stop, deployment, operator)
+    assert stopped.status == "successful", stopped.explanation
+    assert not [p for p in after.values() if pid_alive(p)]
+    assert set(Process.objects.values_list("state", flat=True)) == {"stopped"}
+    assert not processes_mentioning(run_dir)
+    print(f"\nfirst deploy of 15 processes: {first_seconds:.1f}s")
+
+
+def test_an_engine_that_dies_during_deploy_fails_the_job_with_its_log_and_stops_the_rest(inventory, operator,
+                                                                                          run_dir):
+    from apps.deployments.services import deployment_deploy
+
+    def broken(d):
+        d["instances"][3]["env"]["SIMCLUSTER_STARTUP_S"] = "not-a-number"  # the engine crashes while starting
+
+    deployment = make_deployment(inventory, operator, run_dir, edit=broken)
+    job = run(deployment_deploy, deployment, operator)
+    assert job.status == "failed"
+    assert "step 'wait healthy' failed on node3: d1-dp" in job.explanation
+    assert "last log lines of d1-dp" in job.explanation and "ValueError" in job.explanation
+    assert job.node_summaries.get(node="node3").state == "failed"
+    assert "stopping the 14 processes this job started" in "\n".join(job.events.values_list("text", flat=True))
+    assert not processes_mentioning(run_dir)
+
+
+def test_keep_on_failure_leaves_the_processes_for_debugging(inventory, operator, run_dir):
+    from apps.deployments.services import deployment_deploy, deployment_stop
+
+    deployment = make_deployment(inventory, operator, run_dir,
+                                 edit=lambda d: d["instances"][0]["env"].update(SIMCLUSTER_STARTUP_S="x"))
+    job = run(deployment_deploy, deployment, operator, params={"keep_on_failure": True})
+    assert job.status == "failed" and "p0-dp0" in job.explanation
+    assert processes_mentioning(run_dir)  # kept, as asked
+    assert run(deployment_stop, deployment, operator).status == "successful"
+    assert not processes_mentioning(run_dir)
+
+
+def test_unreachable_node_fails_before_anything_starts(sim, inventory, operator, run_dir):
+    from apps.deployments.services import deployment_deploy
+    from simcluster import cluster, procs
+
+    state_dir, _ = sim
+    deployment = make_deployment(inventory, operator, run_dir)
+    procs.stop_pid(cluster.load_state(state_dir)["pids"]["sshd:node2"])
+    try:
+        job = run(deployment_deploy, deployment, operator)
+    finally:
+        cluster.restart_sshd(state_dir, "node2")
+    assert job.status == "failed"
+    assert "node2" in job.explanation and "unreachable" in job.explanation
+    assert "before anything was started" in job.explanation
+    assert not pids_in(run_dir)
+
+
+def test_changed_host_key_is_refused(inventory, operator, run_dir):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from apps.deployments.services import deployment_deploy
+    from apps.inventory.models import Node
+
+    deployment = make_deployment(inventory, operator, run_dir)
+    other = Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    Node.objects.filter(cluster=inventory, name="node1").update(host_key=other)
+    job = run(deployment_deploy, deployment, operator)
+    assert job.status == "failed"
+    assert "host key for node1" in job.explanation and "changed" in job.explanation
+    assert Node.objects.get(cluster=inventory, name="node1").reachability == "host_key_mismatch"
+    assert not pids_in(run_dir)
+
+
+def test_cancel_mid_deploy_stops_what_the_job_started(inventory, operator, run_dir):
+    from apps.deployments.models import Process
+    from apps.deployments.services import deployment_deploy
+    from apps.jobs.models import Job
+    from apps.jobs.runner import run_job
+    from apps.jobs.services import job_cancel
+
+    deployment = make_deployment(inventory, operator, run_dir,
+                                 edit=lambda d: d["instances"][2]["env"].update(SIMCLUSTER_STARTUP_S="60"))
+    job = deployment_deploy(deployment=deployment, user=operator, params={"health_timeout": 90, "stop_grace": 3})
+    def work():
+        from django.db import connections
+
+        try:
+            run_job(job.pk)
+        finally:
+            connections.close_all()  # this thread's own connection, or the test database cannot be dropped
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not Process.objects.filter(key="d0-dp0", state="running").exists():
+        assert time.monotonic() < deadline, "the engines never started"
+        time.sleep(0.2)
+    job_cancel(Job.objects.get(pk=job.pk), user=operator)
+    worker.join(60)
+    assert not worker.is_alive()
+    job.refresh_from_db()
+    assert job.status == "canceled"
+    assert not processes_mentioning(run_dir)
+
+
+def test_a_killed_worker_is_swept_and_stop_finds_what_it_left(inventory, operator, run_dir):
+    from django.db import connection
+
+    from apps.deployments.services import deployment_deploy, deployment_stop
+    from apps.jobs.models import Job
+    from apps.jobs.services import sweep_orphaned_jobs
+
+    deployment = make_deployment(inventory, operator, run_dir,
+                                 edit=lambda d: d["instances"][2]["env"].update(SIMCLUSTER_STARTUP_S="60"))
+    job = deployment_deploy(deployment=deployment, user=operator, params={"health_timeout": 90})
+    db = connection.settings_dict
+    env = {**os.environ, "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
+    worker = subprocess.Popen([sys.executable, "manage.py", "shell", "-c",
+                               f"from apps.jobs.runner import run_job; run_job({job.pk})"],
+                              cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(pids_in(run_dir)) < 14:  # store, pool, engines started; d0 is slow to become healthy
+            assert time.monotonic() < deadline and worker.poll() is None, "the worker never got to the engines"
+            time.sleep(0.2)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(10)
+    assert Job.objects.get(pk=job.pk).status == "running"
+    assert sweep_orphaned_jobs(local_dead_only=True) == [job.pk]
+    job.refresh_from_db()
+    assert job.status == "failed" and "is gone" in job.explanation
+    assert processes_mentioning(run_dir)  # the dead worker could not clean up ...
+    stopped = run(deployment_stop, deployment, operator)  # ... stop reads every pid file the plan names
+    assert stopped.status == "successful", stopped.explanation
+    assert not processes_mentioning(run_dir)
