@@ -1,8 +1,24 @@
 """Shared fixtures. Django is imported lazily so the Django-free suites (pdproxy, simcluster) also run alone."""
 
+import itertools
 import os
 
 import pytest
+
+from tests.keys import TEST_HOST_KEY, TEST_PRIVATE_KEY, generate_key_pair  # noqa: F401  (re-exported)
+
+_serial = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """A test database per run, so two runs on one machine (or a developer beside CI) never share one."""
+    from django.conf import settings
+
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0  # threads (heartbeat, websockets) must not keep connections
+    test = settings.DATABASES["default"].setdefault("TEST", {})
+    if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        test["NAME"] = f"test_pdcp_{os.getpid()}"
 
 os.environ.setdefault("PDCP_CHANNEL_PREFIX", f"pdcp-test-{os.getpid()}")
 
@@ -29,8 +45,11 @@ def api_client_for(make_user):
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
+    used = set()
+
     def client_for(role: str | None):
-        user = make_user(role, username=f"api-{role or 'none'}")
+        user = make_user(role, username=f"api-{role or 'none'}" + ("" if role not in used else f"-{next(_serial)}"))
+        used.add(role)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
         client.user = user
@@ -63,18 +82,3 @@ def node(cluster, credential):
                                npu_count=16)
 
 
-def generate_key_pair(seed: bytes | None = None) -> tuple[str, str]:
-    """An ed25519 key: (OpenSSH private key text, public key line); fixed when seeded."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    key = Ed25519PrivateKey.from_private_bytes(seed) if seed else Ed25519PrivateKey.generate()
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                                serialization.NoEncryption()).decode()
-    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
-    return private, public
-
-
-# Seeded: this module is imported both as pytest's conftest and as tests.conftest, and both must agree.
-TEST_PRIVATE_KEY, _ = generate_key_pair(b"\x01" * 32)
-_, TEST_HOST_KEY = generate_key_pair(b"\x02" * 32)

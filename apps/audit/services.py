@@ -8,22 +8,26 @@ from .models import AuditAction, AuditEntry
 MASK = "••••••"
 
 
-def snapshot(instance, secret_fields: frozenset[str]) -> dict:
+def snapshot(instance) -> dict:
+    """Field values as plain data; secrets stay raw here (in memory only) and are masked by `diff`."""
     data = model_to_dict(instance)
     out = {}
     for key, value in data.items():
-        if key in secret_fields:
-            out[key] = MASK if value else ""
-        elif isinstance(value, list):
+        if isinstance(value, list):
             out[key] = [getattr(v, "pk", v) for v in value]
         else:
             out[key] = value if isinstance(value, (str, int, float, bool, type(None), dict)) else str(value)
     return out
 
 
-def diff(before: dict, after: dict) -> dict:
-    return {k: [before.get(k), after.get(k)] for k in sorted(set(before) | set(after))
-            if before.get(k) != after.get(k)}
+def diff(before: dict, after: dict, secret_fields: frozenset[str] = frozenset()) -> dict:
+    """{field: [before, after]} of what changed; a changed secret shows as masked on both sides."""
+    changes = {}
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key), after.get(key)
+        if old != new:
+            changes[key] = [MASK if old else "", MASK if new else ""] if key in secret_fields else [old, new]
+    return changes
 
 
 def audit_record(*, action: str, instance=None, object_type: str = "", object_id="", object_repr="",

@@ -11,18 +11,19 @@ from .services import audit_record, diff, snapshot
 @receiver(post_init)
 def remember_state(sender, instance, **kwargs):
     if sender in AUDITED and instance.pk is not None:
-        instance._audit_before = snapshot(instance, AUDITED[sender])
+        instance._audit_before = snapshot(instance)
 
 
 @receiver(post_save)
 def record_save(sender, instance, created, raw=False, **kwargs):
     if raw or sender not in AUDITED:
         return
-    after = snapshot(instance, AUDITED[sender])
+    secret_fields = AUDITED[sender]
+    after = snapshot(instance)
     if created:
-        audit_record(action=AuditAction.CREATE, instance=instance, changes=diff({}, after))
+        audit_record(action=AuditAction.CREATE, instance=instance, changes=diff({}, after, secret_fields))
     else:
-        changes = diff(getattr(instance, "_audit_before", {}), after)
+        changes = diff(getattr(instance, "_audit_before", {}), after, secret_fields)
         if changes:
             audit_record(action=AuditAction.UPDATE, instance=instance, changes=changes)
     instance._audit_before = after
@@ -32,4 +33,4 @@ def record_save(sender, instance, created, raw=False, **kwargs):
 def record_delete(sender, instance, **kwargs):
     if sender in AUDITED:
         audit_record(action=AuditAction.DELETE, instance=instance,
-                     changes=diff(snapshot(instance, AUDITED[sender]), {}))
+                     changes=diff(snapshot(instance), {}, AUDITED[sender]))

@@ -9,7 +9,14 @@ from apps.jobs.choices import JobKind
 from apps.jobs.services import job_create
 
 from .choices import CredentialKind
-from .inventory_file import FileError, InventoryFileInvalid, InventoryRows, looks_like_csv, parse_nodes_csv, parse_yaml
+from .inventory_file import (
+    FileError,
+    InventoryFileInvalid,
+    InventoryRows,
+    looks_like_csv,
+    parse_nodes_csv,
+    parse_yaml,
+)
 from .models import Cluster, Node, SshCredential
 
 

@@ -3,7 +3,7 @@
 import logging
 import threading
 
-from django.db import close_old_connections
+from django.db import connections
 
 from apps.audit.actor import acting_as
 
@@ -62,4 +62,4 @@ def _beat(ctx: JobContext, stop: threading.Event) -> None:
         while not stop.wait(HEARTBEAT_SECONDS):
             ctx._poll_cancel_and_beat()
     finally:
-        close_old_connections()
+        connections.close_all()  # this thread's connections only: a finished job must not hold the database

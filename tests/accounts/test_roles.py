@@ -1,7 +1,8 @@
 """Every endpoint enforces roles: a viewer reads but never writes, and never sees a secret."""
 
 import pytest
-from tests.conftest import TEST_PRIVATE_KEY
+
+from tests.keys import TEST_PRIVATE_KEY
 
 pytestmark = pytest.mark.django_db
 

@@ -63,7 +63,7 @@ def test_malformed_json_is_a_400(api_client_for):
 
 
 def test_credentials_are_encrypted_at_rest(credential):
-    from tests.conftest import TEST_PRIVATE_KEY
+    from tests.keys import TEST_PRIVATE_KEY
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT secret FROM inventory_sshcredential WHERE id = %s", [credential.pk])

@@ -87,7 +87,7 @@ def test_npu_smi_error_exit_shows_its_output(sim_node, operator, fake_npu_smi):
 
 
 def test_changed_host_key_fails_loudly_and_keeps_npus(sim_node, operator):
-    from tests.conftest import generate_key_pair
+    from tests.keys import generate_key_pair
 
     discover(sim_node, operator)
     before = _stored(sim_node)
@@ -102,7 +102,7 @@ def test_changed_host_key_fails_loudly_and_keeps_npus(sim_node, operator):
 
 def test_refused_auth_is_reported(sim_node, operator):
     from apps.inventory.services import credential_save
-    from tests.conftest import generate_key_pair
+    from tests.keys import generate_key_pair
 
     credential_save(sim_node.credential, secret=generate_key_pair()[0])
     job = discover(sim_node, operator)

@@ -90,7 +90,7 @@ def test_duplicate_address_is_rejected():
 
 
 def test_key_files_only_from_the_command_line(tmp_path):
-    from tests.conftest import TEST_PRIVATE_KEY
+    from tests.keys import TEST_PRIVATE_KEY
 
     (tmp_path / "id").write_text(TEST_PRIVATE_KEY)
     text = f"credentials:\n  - {{name: k, username: u, private_key_file: {tmp_path / 'id'}}}\nclusters: []\n"

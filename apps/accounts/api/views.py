@@ -14,7 +14,7 @@ User = get_user_model()
 
 
 class UserSerializer(serializers.ModelSerializer):
-    role = serializers.ChoiceField(choices=Role.choices)
+    role = serializers.ChoiceField(choices=Role.choices, write_only=True)
     password = serializers.CharField(write_only=True, required=False, min_length=8, style={"input_type": "password"})
 
     class Meta:

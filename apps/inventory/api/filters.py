@@ -13,7 +13,8 @@ class NodeFilterSet(django_filters.FilterSet):
 
     def filter_label(self, queryset, name, value):
         key, _, wanted = value.partition("=")
-        matching = [n.pk for n in queryset.only("pk", "labels") if str(n.labels.get(key, "")) == wanted]
+        matching = [pk for pk, labels in queryset.values_list("pk", "labels")
+                    if isinstance(labels, dict) and str(labels.get(key, "")) == wanted]
         return queryset.filter(pk__in=matching)
 
 
