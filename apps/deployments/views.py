@@ -1,0 +1,252 @@
+"""Operator pages for deployments: list, detail, editor, plan, diff, processes and logs; job buttons lead to the
+live job page. Thin: services and selectors do the work, every failure is shown in place."""
+
+import re
+
+import yaml
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from apps.inventory.models import Cluster
+from apps.jobs.models import Job
+from apps.ui.access import operator_required, viewer_required
+
+from .logs import LogUnavailable, process_log_tail
+from .models import Deployment, Process, Revision
+from .planning import deployment_plan, plan_by_node, revision_diff
+from .selectors import deployments_with_summary, processes_of, revisions_of
+from .services import (
+    BadJobParams,
+    DeploymentBusy,
+    deployment_create,
+    deployment_deploy,
+    deployment_preflight,
+    deployment_restart,
+    deployment_rolling_restart,
+    deployment_stop,
+    revision_activate,
+    revision_create,
+)
+from .topology import plan_to_text
+from .validation import RevisionInvalid, name_problem
+
+NEW_TEMPLATE = """# A PD topology: see examples/reference-topology-fixed.yaml for every field.
+launch_profile: sim
+run_dir: /var/tmp/pdcp/my-deployment
+model:
+  path: /models/Qwen3-235B-A22B
+  served_name: qwen3-235b
+  profile: {layers: 94, kv_heads: 4, head_dim: 128, dtype: bfloat16, attention_heads: 64}
+instances:
+  - {name: p0, role: prefill, node: node0, tp: 16, dp: 1, api_port: 7100, kv_port: 30000}
+  - {name: d0, role: decode, node: node2, tp: 4, dp: 4, dp_rpc_port: 12321, api_port: 7100, kv_port: 30200}
+proxy: {node: proxy, port: 1999, policy: least_conn}
+"""
+
+
+def _problems_in_place(exc: RevisionInvalid, text: str) -> list[dict]:
+    """Each problem with the YAML line it belongs to (instance block, then the field inside it), when findable."""
+    data = None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        pass
+    lines = text.splitlines()
+    out = []
+    for p in exc.problems:
+        named = name_problem(p, data if isinstance(data, dict) else None).as_dict()
+        named["line"] = _line_of(lines, named)
+        out.append(named)
+    return out
+
+
+def _line_of(lines: list[str], problem: dict) -> int | None:
+    m = re.search(r"line (\d+)", problem["message"]) if problem["path"] == "yaml" else None
+    if m:
+        return int(m.group(1))
+    start = 0
+    if problem["instance"]:
+        pattern = re.compile(rf"\bname:\s*['\"]?{re.escape(problem['instance'])}['\"]?\s*[,}}]?\s*$|"
+                             rf"\bname:\s*['\"]?{re.escape(problem['instance'])}['\"]?\s*,")
+        hit = next((i for i, ln in enumerate(lines) if pattern.search(ln)), None)
+        if hit is None:
+            return None
+        start = hit
+    field = (problem["field"] or problem["path"]).split(".")[-1].split("[")[0]
+    for i in range(start, min(len(lines), start + 40 if problem["instance"] else len(lines))):
+        if re.search(rf"(^|[\s{{,]){re.escape(field)}:", lines[i]):
+            return i + 1
+    return start + 1 if problem["instance"] else None
+
+
+@viewer_required
+def deployment_list(request):
+    return render(request, "deployments/list.html", {"deployments": deployments_with_summary()})
+
+
+@operator_required
+def deployment_new(request):
+    clusters = Cluster.objects.order_by("name")
+    form = {"name": request.POST.get("name", ""), "cluster": request.POST.get("cluster", ""),
+            "description": request.POST.get("description", ""), "yaml_text": request.POST.get("yaml_text", NEW_TEMPLATE)}
+    problems, errors = [], {}
+    if request.method == "POST":
+        cluster = clusters.filter(pk=form["cluster"]).first() if form["cluster"].isdigit() else None
+        if cluster is None:
+            errors["cluster"] = "choose a cluster"
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", form["name"]):
+            errors["name"] = "use letters, digits, '.', '_' or '-' (at most 63)"
+        elif Deployment.objects.filter(name=form["name"]).exists():
+            errors["name"] = "a deployment with this name exists"
+        if not errors:
+            try:
+                deployment = deployment_create(name=form["name"], cluster=cluster, description=form["description"],
+                                               yaml_text=form["yaml_text"], user=request.user)
+                messages.success(request, f"deployment {deployment.name} created with revision 1")
+                return redirect("deployments:detail", pk=deployment.pk)
+            except RevisionInvalid as exc:
+                problems = _problems_in_place(exc, form["yaml_text"])
+    return render(request, "deployments/edit.html", {"form": form, "clusters": clusters, "problems": problems,
+                                                     "errors": errors, "deployment": None},
+                  status=400 if problems or errors else 200)
+
+
+@viewer_required
+def deployment_detail(request, pk):
+    deployment = get_object_or_404(deployments_with_summary(), pk=pk)
+    active = deployment.active_revision
+    instances = [i["name"] for i in (active.spec.get("instances", []) if active else [])]
+    jobs = Job.objects.filter(target_type="deployments.deployment", target_id=deployment.pk).select_related(
+        "created_by")[:10]
+    return render(request, "deployments/detail.html", {
+        "deployment": deployment, "active": active, "revisions": revisions_of(deployment)[:30],
+        "processes": processes_of(deployment), "jobs": jobs, "instances": instances})
+
+
+@operator_required
+def deployment_edit(request, pk):
+    deployment = get_object_or_404(Deployment.objects.select_related("cluster"), pk=pk)
+    base = deployment.active_revision
+    text = request.POST.get("yaml_text", base.yaml_text if base else NEW_TEMPLATE)
+    comment = request.POST.get("comment", "")
+    problems = []
+    if request.method == "POST":
+        try:
+            revision = revision_create(deployment=deployment, user=request.user, yaml_text=text, comment=comment,
+                                       activate=request.POST.get("activate") == "on")
+            messages.success(request, f"revision {revision.number} saved"
+                             + (" and activated" if revision.is_active else " (not active: activate it to deploy)"))
+            return redirect("deployments:detail", pk=deployment.pk)
+        except RevisionInvalid as exc:
+            problems = _problems_in_place(exc, text)
+    return render(request, "deployments/edit.html", {
+        "deployment": deployment, "form": {"yaml_text": text, "comment": comment}, "problems": problems,
+        "errors": {}}, status=400 if problems else 200)
+
+
+@viewer_required
+def deployment_plan_page(request, pk):
+    deployment = get_object_or_404(Deployment.objects.select_related("cluster"), pk=pk)
+    number = request.GET.get("revision", "")
+    revision = (get_object_or_404(Revision, deployment=deployment, number=int(number)) if number.isdigit()
+                else deployment.active_revision)
+    context = {"deployment": deployment, "revision": revision, "problems": [], "stages": [], "text": ""}
+    if revision is None:
+        context["problems"] = [{"path": "revision", "instance": None, "field": "", "message": "no revision yet",
+                                "suggestion": "save a spec"}]
+    else:
+        try:
+            _spec, plan = deployment_plan(deployment, revision)
+            context.update(stages=plan_by_node(plan), text=plan_to_text(plan), profile=plan.profile)
+        except RevisionInvalid as exc:
+            context["problems"] = [name_problem(p, revision.spec).as_dict() for p in exc.problems]
+    return render(request, "deployments/plan.html", context)
+
+
+@viewer_required
+def deployment_diff_page(request, pk):
+    deployment = get_object_or_404(Deployment, pk=pk)
+    revisions = {r.number: r for r in deployment.revisions.all()}
+    old, new = request.GET.get("old", ""), request.GET.get("new", "")
+    active = next((r for r in revisions.values() if r.is_active), None)
+    old_r = revisions.get(int(old)) if old.isdigit() else None
+    new_r = revisions.get(int(new)) if new.isdigit() else active
+    changes = revision_diff(old_r, new_r) if old_r and new_r else []
+    return render(request, "deployments/diff.html", {"deployment": deployment, "old": old_r, "new": new_r,
+                                                     "changes": changes, "numbers": sorted(revisions, reverse=True)})
+
+
+@require_POST
+@operator_required
+def deployment_activate(request, pk, number):
+    deployment = get_object_or_404(Deployment.objects.select_related("cluster"), pk=pk)
+    revision = get_object_or_404(Revision, deployment=deployment, number=number)
+    try:
+        revision_activate(revision=revision, user=request.user)
+    except RevisionInvalid as exc:
+        messages.error(request, f"revision {number} does not validate now: {'; '.join(map(str, exc.problems))}")
+        return redirect("deployments:detail", pk=pk)
+    if request.POST.get("deploy") == "1":
+        return _job_redirect(request, deployment, deployment_deploy, {})
+    messages.success(request, f"revision {number} is now active")
+    return redirect("deployments:detail", pk=pk)
+
+
+def _job_params(request) -> dict:
+    params = {}
+    if request.POST.get("keep_on_failure") == "on":
+        params["keep_on_failure"] = True
+    if request.POST.get("sequential") == "on":
+        params["sequential"] = True
+    return params
+
+
+def _job_redirect(request, deployment, starter, extra):
+    try:
+        job = starter(deployment=deployment, user=request.user, params=_job_params(request), **extra)
+    except RevisionInvalid as exc:
+        messages.error(request, f"the active revision does not validate now: {'; '.join(map(str, exc.problems))}")
+    except (BadJobParams, DeploymentBusy) as exc:
+        messages.error(request, str(exc))
+    else:
+        return redirect("ui:job", pk=job.pk)
+    return redirect("deployments:detail", pk=deployment.pk)
+
+
+@require_POST
+@operator_required
+def deployment_job(request, pk, kind):
+    deployment = get_object_or_404(Deployment.objects.select_related("cluster"), pk=pk)
+    if kind == "restart":
+        return _job_redirect(request, deployment, deployment_restart, {"instance": request.POST.get("instance", "")})
+    if kind == "rolling-restart":
+        return _job_redirect(request, deployment, deployment_rolling_restart, {"role": request.POST.get("role", "")})
+    starter = {"preflight": deployment_preflight, "deploy": deployment_deploy, "stop": deployment_stop}.get(kind)
+    if starter is None:
+        messages.error(request, f"unknown action {kind}")
+        return redirect("deployments:detail", pk=pk)
+    return _job_redirect(request, deployment, starter, {})
+
+
+@viewer_required
+def deployment_export(request, pk):
+    deployment = get_object_or_404(Deployment, pk=pk)
+    revision = deployment.active_revision
+    return HttpResponse(revision.yaml_text if revision else "", content_type="application/yaml",
+                        headers={"Content-Disposition": f'attachment; filename="{deployment.name}.yaml"'})
+
+
+@viewer_required
+def process_log(request, pk):
+    process = get_object_or_404(Process.objects.select_related("deployment", "node__credential"), pk=pk)
+    lines = request.GET.get("lines", "200")
+    lines = int(lines) if lines.isdigit() else 200
+    text, error = "", None
+    try:
+        text = process_log_tail(process, lines=lines)
+    except LogUnavailable as exc:
+        error = str(exc)
+    template = "deployments/_log.html" if request.headers.get("HX-Request") else "deployments/log.html"
+    return render(request, template, {"process": process, "text": text, "error": error, "lines": lines})
