@@ -1,0 +1,142 @@
+"""The whole stack for browser tests: a simulated cluster, daphne, a Celery worker, and Debian's Chromium.
+
+Everything runs against the test database (transactional tests) and a Redis database of its own, and every
+process is stopped by PID at the end. Addresses 127.0.10.180-.189 belong to these tests.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+E2E_REDIS = "redis://127.0.0.1:6379/14"
+SPEC = {
+    "name": "e2e",
+    "nodes": [
+        {"name": "node0", "address": "127.0.10.181", "hardware": "A3", "role": "prefill",
+         "labels": {"role": "prefill"}},
+        {"name": "gpu-less", "address": "127.0.10.182", "hardware": "", "role": "proxy", "labels": {"role": "proxy"}},
+    ],
+    "services": {"host": "127.0.10.182", "mooncake_rpc_port": 50071, "mooncake_metrics_port": 9073,
+                 "memcached_ports": [11271, 11272, 11273]},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on {port} after {timeout}s: {log.read_text()[-2000:]}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def simulated_cluster():
+    state = Path(tempfile.mkdtemp(prefix="pdcp-e2e-sim-"))
+    state.chmod(0o755)
+    spec = state / "spec.yaml"
+    spec.write_text(yaml.safe_dump(SPEC))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "simcluster", "up", "--spec", str(spec), "--state-dir", str(state)],
+                   cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
+    try:
+        yield state
+    finally:
+        subprocess.run([sys.executable, "-m", "simcluster", "down", "--state-dir", str(state)], cwd=ROOT, env=env,
+                       capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def live_stack(transactional_db, tmp_path, settings):
+    """daphne + a Celery worker on the test database; yields the base URL."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if "sqlite" in db["ENGINE"]:
+        database_url = f"sqlite:///{db['NAME']}"
+    else:
+        database_url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    prefix = f"pdcp-e2e-{os.getpid()}"
+    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": E2E_REDIS, "PDCP_CHANNEL_PREFIX": prefix,
+           "PYTHONPATH": str(ROOT)}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                           "CONFIG": {"hosts": [E2E_REDIS], "prefix": prefix}}}
+    settings.CELERY_BROKER_URL = E2E_REDIS
+    from controlplane.celery import app
+
+    app.conf.broker_url = E2E_REDIS
+    subprocess.run(["redis-cli", "-n", "14", "flushdb"], capture_output=True, timeout=10)
+    port = free_port()
+    web_log, worker_log = tmp_path / "web.log", tmp_path / "worker.log"
+    web = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                            "controlplane.asgi:application"], cwd=ROOT, env=env, stdout=web_log.open("w"),
+                           stderr=subprocess.STDOUT, start_new_session=True)
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-Q", "ssh",
+                               "--pool=solo", "--without-gossip", "--without-mingle", "--loglevel=INFO"],
+                              cwd=ROOT, env=env, stdout=worker_log.open("w"), stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    try:
+        wait_for_port(port, web, web_log)
+        deadline = time.monotonic() + 30
+        while "ready" not in worker_log.read_text() and time.monotonic() < deadline:
+            if worker.poll() is not None:
+                raise RuntimeError(worker_log.read_text()[-2000:])
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(web)
+        stop(worker)
+        app.conf.broker_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still synchronous.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: scripts/system-packages.sh installs it"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync",
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"])
+        try:
+            yield b
+        finally:
+            from django.db import connections
+
+            # ORM calls made while Playwright runs use a context of their own (greenlets): close its connection.
+            connections.close_all()
+            b.close()
