@@ -242,7 +242,7 @@ class DeploymentRun:
             return
         self.ctx.step(f"waiting up to {timeout}s for {len(pending)} processes to answer their health check")
         deadline = time.monotonic() + timeout
-        delay = 0.2
+        delay = 0.1
         while pending:
             self.ctx.check_cancel()
             items = [item_of(p) for p in pending.values()]
@@ -263,7 +263,7 @@ class DeploymentRun:
                           f"not answer {first.health_url} within {timeout}s", item=item_of(first))
             if pending:
                 time.sleep(delay)
-                delay = min(delay * 1.5, 2.0)
+                delay = min(delay * 1.5, 0.5)
 
     def probe(self, proxy: PlannedProcess) -> str:
         model = self.spec.model.served_name
