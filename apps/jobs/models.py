@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.db import models
 
-from .choices import JOB_STATUS_COLOUR, NODE_STEP_COLOUR, FINISHED, JobKind, JobStatus, NodeStepState
+from .choices import FINISHED, JOB_STATUS_COLOUR, NODE_STEP_COLOUR, JobKind, JobStatus, NodeStepState
 
 
 class Job(models.Model):
