@@ -1,6 +1,6 @@
 """Byte relay between a TCP port and a Unix socket: how the namespaced Mooncake client reaches the master.
 
-  main namespace:    python -m simcluster.relay --unix PATH --tcp 127.0.10.5:50051   (unix -> tcp)
+  main namespace:    python -m simcluster.relay --unix PATH --tcp 127.0.10.7:50051   (unix -> tcp)
   inside `unshare -n`: python -m simcluster.relay --listen-tcp 127.0.0.1:50051 --unix PATH   (tcp -> unix)
 The inside relay must be its own process: Mooncake's setup() holds the GIL while it waits for the
 master, so a relay thread in the agent's process would deadlock it (seen).

@@ -25,9 +25,10 @@ def reference_spec(prefix: str = "127.0.10", ssh_port: int = 22) -> dict:
         "description": "Reference PD cluster (simulated)",
         "nodes": [node(1, "node0", "prefill", "A3"), node(2, "node1", "prefill", "A3"),
                   node(3, "node2", "decode", "A3"), node(4, "node3", "decode", "A3"),
-                  node(5, "proxy", "proxy", ""), node(6, "aisbench", "client", "")],
-        # KV pool and AscendStore run beside the proxy (design.md draws them without a node of their own).
-        "services": {"host": f"{prefix}.5", "mooncake_rpc_port": 50051, "mooncake_metrics_port": 9003,
+                  node(5, "proxy", "proxy", ""), node(6, "bench", "client", "")],
+        # The simulator's own KV pool agent and store live on an address of their own (.7), so a deployment
+        # can place its Mooncake master and memcached on the proxy node with the reference ports.
+        "services": {"host": f"{prefix}.7", "mooncake_rpc_port": 50051, "mooncake_metrics_port": 9003,
                      "memcached_ports": [11211, 11212, 11213]},
     }
 

@@ -46,7 +46,7 @@ def cluster_spec() -> dict:
 
 def topology(run_dir: str) -> str:
     data = yaml.safe_load((REPO / "examples" / "reference-topology-fixed.yaml").read_text())
-    data.update(launch_profile="sim", run_dir=run_dir, bench_client={"node": "aisbench"})
+    data.update(launch_profile="sim", run_dir=run_dir, bench_client={"node": "bench"})
     for inst in data["instances"]:
         inst["env"] = {"SIMCLUSTER_STARTUP_S": "0.3"}
     return yaml.safe_dump(data, sort_keys=False)

@@ -12,7 +12,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = "127.0.10"
-FIRST = 210  # node0 .210 ... aisbench .215; this suite's range is .200-.239 (docs/contracts.md §2)
+FIRST = 210  # node0 .210 ... bench .215; this suite's range is .200-.239 (docs/contracts.md §2)
 
 
 def sim_spec() -> dict:
@@ -52,7 +52,7 @@ def topology_yaml(run_dir: str, *, edit=None) -> str:
     data = yaml.safe_load((REPO / "examples" / "reference-topology-fixed.yaml").read_text())
     data["launch_profile"] = "sim"
     data["run_dir"] = run_dir
-    data["bench_client"] = {"node": "aisbench"}
+    data["bench_client"] = {"node": "bench"}
     for inst in data["instances"]:
         inst.setdefault("env", {})["SIMCLUSTER_STARTUP_S"] = "0.2"
     if edit:
