@@ -43,6 +43,9 @@ if [ "${PDCP_SIMCLUSTER:-1}" = 1 ]; then
     echo "simcluster failed to start; see $LOGS/simcluster.log"; tail -n 20 "$LOGS/simcluster.log"; exit 1; }
   SIM_UP=1
   "$PY" manage.py import_inventory "$SIM_STATE/inventory.yaml"
+  # The reference topology (node 0 corrected), ready to plan and deploy on the simulated cluster.
+  "$PY" manage.py load_deployment examples/reference-topology-fixed.yaml --cluster reference \
+    --name reference-sim --launch-profile sim --run-dir /var/tmp/pdcp/reference-sim --if-missing
 else
   "$PY" manage.py import_inventory examples/reference-cluster.yaml
 fi

@@ -55,8 +55,8 @@ def discover_node(ctx: JobContext) -> None:
     ctx.node_state(node.name, NodeStepState.DONE, ctx.summary, step_done=True)
 
 
-def _run(ctx: JobContext, conn: SshConnection, node: Node, command: str) -> str:
-    ctx.step(f"$ {command}", node=node.name)
+def _run(ctx: JobContext, conn: SshConnection, node: Node, command: str, display: str | None = None) -> str:
+    ctx.step(f"$ {display or command}", node=node.name)
     try:
         result = conn.run(command, timeout=COMMAND_TIMEOUT)
     except SshHostKeyMismatch as exc:
@@ -78,16 +78,31 @@ def _run(ctx: JobContext, conn: SshConnection, node: Node, command: str) -> str:
                          "(install the Ascend driver, or add its bin directory to the login PATH)")
     if result.exit_status != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
-        _fail(ctx, node, f"`{command}` exited {result.exit_status} on {node.name}: {' | '.join(tail)}")
+        _fail(ctx, node, f"`{display or command}` exited {result.exit_status} on {node.name}: {' | '.join(tail)}")
     return result.stdout
 
 
+HEALTH_MARK = "### pdcp npu "
+
+
 def _health_by_npu(ctx: JobContext, conn: SshConnection, node: Node, npu_ids: list[int]) -> dict[int, str]:
+    """One round trip for every NPU's health query (ids are ints from the parsed table, never user text)."""
+    if not npu_ids:
+        return {}
+    command = "; ".join(f"echo '{HEALTH_MARK}{int(i)}'; npu-smi info -t health -i {int(i)}" for i in npu_ids)
+    sections: dict[int, list[str]] = {}
+    current = None
+    shown = f"npu-smi info -t health -i N   (N = {', '.join(map(str, npu_ids))})"
+    for line in _run(ctx, conn, node, command, display=shown).splitlines():
+        if line.startswith(HEALTH_MARK):
+            current = int(line[len(HEALTH_MARK):])
+            sections[current] = []
+        elif current is not None:
+            sections[current].append(line)
     health = {}
     for npu_id in npu_ids:
-        text = _run(ctx, conn, node, f"npu-smi info -t health -i {int(npu_id)}")
         try:
-            health[npu_id] = npu_smi_parse_health(text)
+            health[npu_id] = npu_smi_parse_health("\n".join(sections.get(npu_id, [])))
         except NpuSmiParseError as exc:
             _fail(ctx, node, f"cannot parse the health of NPU {npu_id} on {node.name}: {exc}")
     return health

@@ -14,7 +14,7 @@ SECOND_ADDRESS = "127.0.10.172"
 FAKE_NPU_SMI = """#!/bin/sh
 dir=$(dirname "$0")
 if [ "$1" = info ] && [ "$2" = -t ] && [ "$3" = health ]; then
-  cat "$dir/health.txt"; exit 0
+  if [ -f "$dir/health_$5.txt" ]; then cat "$dir/health_$5.txt"; else cat "$dir/health.txt"; fi; exit 0
 fi
 if [ "$1" = info ] && [ -z "$2" ]; then
   cat "$dir/info.txt"; exit "$(cat "$dir/exit_code" 2>/dev/null || echo 0)"
@@ -32,7 +32,12 @@ class FakeNpuSmi:
         (self.bin_dir / "info.txt").write_text(text if text is not None else (SAMPLES / sample).read_text())
         (self.bin_dir / "health.txt").write_text((SAMPLES / health).read_text())
         (self.bin_dir / "exit_code").write_text(str(exit_code))
+        for old in self.bin_dir.glob("health_*.txt"):
+            old.unlink()
         (self.bin_dir / "npu-smi").chmod(0o755)
+
+    def npu_health(self, npu_id: int, sample: str) -> None:
+        (self.bin_dir / f"health_{npu_id}.txt").write_text((SAMPLES / sample).read_text())
 
     def remove(self) -> None:
         (self.bin_dir / "npu-smi").chmod(0o644)  # not executable: the shell reports it as not found

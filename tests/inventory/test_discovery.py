@@ -56,6 +56,15 @@ def test_alarm_health_is_stored(sim_node, operator, fake_npu_smi):
     assert Npu.objects.filter(node=sim_node, health="Alarm").count() == 16
 
 
+def test_health_query_of_one_npu_marks_both_its_dies(sim_node, operator, fake_npu_smi):
+    fake_npu_smi.npu_health(3, "health_alarm.txt")
+    job = discover(sim_node, operator)
+    assert job.status == JobStatus.SUCCESSFUL
+    alarmed = Npu.objects.filter(node=sim_node, health="Alarm")
+    assert sorted(alarmed.values_list("logical_id", flat=True)) == [6, 7]
+    assert JobEvent.objects.filter(job=job, text__startswith="$ npu-smi info -t health -i N").count() == 1
+
+
 def _stored(node):
     return list(Npu.objects.filter(node=node).order_by("logical_id").values_list("logical_id", "hbm_used_mb", "health"))
 
