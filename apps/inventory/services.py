@@ -174,6 +174,25 @@ def _model_errors(exc: ValidationError, line: int, where: str) -> list[FileError
     return [FileError(line, where, "; ".join(exc.messages))]
 
 
+def inventory_export_nodes_csv(clusters=None) -> str:
+    """Nodes as CSV in the import's column order (labels as k=v;k=v); credentials by name only."""
+    import csv
+    import io
+
+    from .inventory_file import CSV_COLUMNS
+
+    clusters = clusters if clusters is not None else Cluster.objects.all()
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    nodes = Node.objects.filter(cluster__in=clusters).select_related("cluster", "credential")
+    for node in nodes.order_by("cluster__name", "name"):
+        writer.writerow([node.cluster.name, node.name, node.address, node.ssh_port, node.ssh_user,
+                         node.credential.name if node.credential else "", node.host_key, node.hardware_model,
+                         node.npu_model, node.npu_count, ";".join(f"{k}={v}" for k, v in node.labels.items())])
+    return out.getvalue()
+
+
 def inventory_export(clusters=None) -> dict:
     """The inventory as the import format; secrets are never exported (credentials keep name and user only)."""
     clusters = clusters if clusters is not None else Cluster.objects.all()

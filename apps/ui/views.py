@@ -1,20 +1,18 @@
 """Operator pages: thin views over services and selectors; every failure is shown in place."""
 
-import yaml
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from apps.audit.models import AuditEntry
+from apps.inventory.downloads import inventory_download
 from apps.inventory.inventory_file import InventoryFileInvalid
 from apps.inventory.models import Cluster, Node
 from apps.inventory.selectors import clusters_with_counts, nodes_of_cluster
 from apps.inventory.services import (
     HostKeyNotConfirmed,
-    inventory_export,
     inventory_import,
     node_discover,
     node_fetch_host_key,
@@ -136,9 +134,7 @@ def inventory_import_page(request):
 
 @viewer_required
 def inventory_export_download(request):
-    body = yaml.safe_dump(inventory_export(), sort_keys=False)
-    return HttpResponse(body, content_type="application/yaml",
-                        headers={"Content-Disposition": 'attachment; filename="inventory.yaml"'})
+    return inventory_download(request.GET.get("as", "yaml"))
 
 
 @viewer_required

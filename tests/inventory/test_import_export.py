@@ -159,3 +159,15 @@ def test_import_command(tmp_path, capsys):
     with pytest.raises(CommandError, match="nothing was changed"):
         call_command("import_inventory", str(bad))
     assert f"{bad}:11: clusters[0].nodes[0].ssh_port" in capsys.readouterr().err
+
+
+def test_nodes_csv_export_round_trips(api_client_for):
+    inventory_import(EXAMPLE.read_text())
+    response = api_client_for("viewer").get("/api/inventory/export/?as=csv")
+    assert response.status_code == 200 and response["Content-Type"] == "text/csv"
+    text = response.content.decode()
+    assert text.splitlines()[0].startswith("cluster,name,address")
+    assert "reference,node2,127.0.10.3,22,,cluster-ops,," in text and "role=decode;kv_port=30200" in text
+    Node.objects.all().delete()
+    assert inventory_import(text)["nodes_created"] == 6
+    assert Node.objects.get(name="node2").labels == {"role": "decode", "kv_port": "30200"}

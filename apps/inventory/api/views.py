@@ -1,9 +1,7 @@
 """Inventory API: clusters, nodes (discover, host keys), NPUs, credentials, import/export."""
 
-import yaml
 from django.db.models import Count, Q
-from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -13,11 +11,11 @@ from rest_framework.views import APIView
 from apps.accounts.roles import Role
 from apps.jobs.api.serializers import JobSerializer
 
+from ..downloads import inventory_download
 from ..inventory_file import InventoryFileInvalid
 from ..models import Cluster, Node, Npu, SshCredential
 from ..services import (
     HostKeyNotConfirmed,
-    inventory_export,
     inventory_import,
     node_discover,
     node_fetch_host_key,
@@ -111,8 +109,8 @@ class InventoryImportView(APIView):
 
 
 class InventoryExportView(APIView):
-    @extend_schema(responses={(200, "application/yaml"): str})
+    @extend_schema(parameters=[OpenApiParameter("as", str, enum=["yaml", "csv"],
+                                                description="yaml (default): the whole inventory; csv: nodes only")],
+                   responses={(200, "application/yaml"): str, (200, "text/csv"): str})
     def get(self, request):
-        body = yaml.safe_dump(inventory_export(), sort_keys=False)
-        return HttpResponse(body, content_type="application/yaml",
-                            headers={"Content-Disposition": 'attachment; filename="inventory.yaml"'})
+        return inventory_download(request.query_params.get("as", "yaml"))
