@@ -1,6 +1,7 @@
 """Keep-alive load generator (its own process): `direct` makes both PD legs itself, `proxy` asks the proxy.
 
-Prints one JSON line: requests, errors, seconds, rps, p50_ms, p99_ms.
+Prints one JSON line: requests, errors, seconds, rps, p50_ms, p99_ms, and all_requests (warm-up included, so
+that the caller can divide the proxy's CPU time over every request it served).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ async def main():
     ap.add_argument("--decode")
     ap.add_argument("--concurrency", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--warmup", type=float, default=0.5)
+    ap.add_argument("--warmup", type=float, default=0.3)
     ap.add_argument("--stream", action="store_true")
     args = ap.parse_args()
     body = {"model": "fake-model", "prompt": "The quick brown fox jumps over the lazy dog. " * 8,
@@ -81,7 +82,8 @@ async def main():
     elapsed = time.perf_counter() - t0
     lat.sort()
     n = len(lat)
-    print(json.dumps({"requests": n, "errors": len(errors), "seconds": elapsed, "rps": n / elapsed,
+    print(json.dumps({"requests": n, "all_requests": n + len(scratch), "errors": len(errors),
+                      "seconds": elapsed, "rps": n / elapsed,
                       "p50_ms": lat[n // 2] * 1e3 if n else None,
                       "p99_ms": lat[min(n - 1, int(n * 0.99))] * 1e3 if n else None}), flush=True)
 
