@@ -22,15 +22,20 @@ class ClientConnection(asyncio.Protocol):
     """One keep-alive connection to a backend. Body bytes go to a sink once attached, buffered until then."""
 
     __slots__ = ("loop", "transport", "parser", "closed", "status", "headers", "_chunks", "complete",
-                 "reusable", "_head_waiter", "_done_waiter", "_sink", "error", "started", "_timer",
-                 "_phase_started", "idle_since")
+                 "reusable", "_head_waiter", "_done_waiter", "_sink", "_after_feed", "error", "started",
+                 "_timer", "_timer_at", "_deadline", "_what", "_seconds", "idle_since")
 
     def __init__(self, loop):
         self.loop = loop
         self.transport = None
         self.closed = False
         self.parser = None
+        # timeouts: one lazily moved timer per connection (see arm)
         self._timer = None
+        self._timer_at = 0.0
+        self._deadline = None
+        self._what = ""
+        self._seconds = 0.0
         self.idle_since = 0.0
         self._new_exchange()
 
@@ -43,6 +48,7 @@ class ClientConnection(asyncio.Protocol):
         self._head_waiter = None
         self._done_waiter = None
         self._sink = None
+        self._after_feed = None
         self.error = None
         self.started = False
 
@@ -63,9 +69,13 @@ class ClientConnection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(BackendError("garbage", f"unparseable HTTP from backend: {exc}", True))
             self.transport.abort()
+            return
         except AttributeError:  # bytes arrived while idle: the backend is not speaking HTTP/1.1 properly
             self.closed = True
             self.transport.abort()
+            return
+        if self._after_feed is not None:
+            self._after_feed()  # e.g. forward every event this read brought in one write
 
     def eof_received(self):
         return False
@@ -101,9 +111,7 @@ class ClientConnection(asyncio.Protocol):
         self.complete = True
         self.reusable = self.parser.should_keep_alive()
         self.parser = None
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._deadline = None
         w = self._done_waiter
         if w is not None and not w.done():
             w.set_result(None)
@@ -116,21 +124,41 @@ class ClientConnection(asyncio.Protocol):
             if w is not None and not w.done():
                 w.set_exception(err)
 
-    def _on_timeout(self, what: str, seconds: float):
+    # Timeouts. Every leg arms a deadline two or three times, and almost every leg finishes long before it:
+    # creating and cancelling a loop timer each time cost more than the rest of the timeout logic. So arming
+    # only moves self._deadline; the connection keeps at most one timer, which is replaced only when the new
+    # deadline is earlier than the timer, and which re-schedules itself when it fires before the deadline.
+    def _on_timer(self):
         self._timer = None
-        self._fail(BackendError("timeout", f"no {what} from backend within {seconds:g}s", self.started))
+        deadline = self._deadline
+        if deadline is None or self.closed:
+            return
+        if self.loop.time() < deadline:
+            self._timer_at = deadline
+            self._timer = self.loop.call_at(deadline, self._on_timer)
+            return
+        self._deadline = None
+        self._fail(BackendError("timeout", f"no {self._what} from backend within {self._seconds:g}s",
+                                self.started))
         self.closed = True
         self.transport.abort()
 
     def arm(self, seconds: float, what: str):
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = self.loop.call_later(seconds, self._on_timeout, what, seconds)
+        deadline = self.loop.time() + seconds
+        self._deadline = deadline
+        self._what = what
+        self._seconds = seconds
+        timer = self._timer
+        if timer is None:
+            self._timer_at = deadline
+            self._timer = self.loop.call_at(deadline, self._on_timer)
+        elif deadline < self._timer_at:
+            timer.cancel()
+            self._timer_at = deadline
+            self._timer = self.loop.call_at(deadline, self._on_timer)
 
     def disarm(self):
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._deadline = None  # a pending timer finds nothing to do when it fires
 
     # the exchange
     def send(self, data: bytes, first_byte_timeout: float):
@@ -156,12 +184,14 @@ class ClientConnection(asyncio.Protocol):
         chunks = self._chunks
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def attach_sink(self, sink):
-        """Deliver body bytes to sink(data) from now on (buffered ones first). Returns a future for the end."""
+    def attach_sink(self, sink, after_feed=None):
+        """Deliver body bytes to sink(data) from now on (buffered ones first), and call after_feed() once
+        after each network read has been fed to sink. Returns a future for the end."""
         chunks, self._chunks = self._chunks, []
         for c in chunks:
             sink(c)
         self._sink = sink
+        self._after_feed = after_feed
         fut = self.loop.create_future()
         if self.complete:
             fut.set_result(None)

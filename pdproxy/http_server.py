@@ -54,6 +54,7 @@ class ServerConnection(asyncio.Protocol):
         self.streaming = False
         self.keep_alive = True
         self.status_sent = 0
+        self._stream_head = b""  # a stream's head, sent with its first chunk (one write, not two)
         # backpressure: callbacks to run when the client drains
         self.write_paused = False
         self._on_resume: list = []
@@ -157,6 +158,7 @@ class ServerConnection(asyncio.Protocol):
         self.responded = False
         self.streaming = False
         self.status_sent = 0
+        self._stream_head = b""
         self.keep_alive = req.keep_alive
         self.current_task = self.loop.create_task(self._run(req))
 
@@ -222,19 +224,27 @@ class ServerConnection(asyncio.Protocol):
         self.send_response(status, error_body(status, message, err_type), extra=extra)
 
     def start_stream(self, status: int, content_type: bytes, extra=()):
+        """Begin a chunked answer. Its head leaves with the first chunk (or with the end of the stream)."""
         self.responded = True
         self.streaming = True
         self.status_sent = status
         if not self.closed:
-            self.transport.write(self._head(status, content_type, extra, None))
+            self._stream_head = self._head(status, content_type, extra, None)
 
     def send_chunk(self, data: bytes):
         if data and not self.closed:
-            self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+            head, self._stream_head = self._stream_head, b""
+            self.transport.write(b"%b%x\r\n%b\r\n" % (head, len(data), data))
 
-    def end_stream(self):
+    def end_stream(self, data: bytes = b""):
+        """End the chunked answer, with `data` as its last chunk: head (if still unsent), data and the
+        terminating chunk go in one write."""
         if self.streaming and not self.closed:
-            self.transport.write(b"0\r\n\r\n")
+            head, self._stream_head = self._stream_head, b""
+            if data:
+                self.transport.write(b"%b%x\r\n%b\r\n0\r\n\r\n" % (head, len(data), data))
+            else:
+                self.transport.write(head + b"0\r\n\r\n")
         self.streaming = False
 
 

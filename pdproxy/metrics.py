@@ -1,19 +1,23 @@
-"""Prometheus metrics of the proxy. Label children are cached so the hot path costs about a microsecond each;
-in-flight and state gauges are read from the backend objects at scrape time (no hot-path cost at all)."""
+"""Prometheus metrics of the proxy.
+
+The hot path only adds to plain Python numbers held by cached label children (no lock, no prometheus_client
+call: its Counter.inc and Histogram.observe take a mutex and cost several times more); everything is turned
+into Prometheus families at scrape time, where prometheus_client renders them. The proxy is one thread on
+one event loop, so nothing else writes these numbers concurrently. In-flight and state gauges are read from
+the backend objects at scrape time too."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from bisect import bisect_left
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
                    30.0, 60.0, 120.0, 300.0)
 
 STATE_VALUES = ("healthy", "pending", "ejected", "draining")
-
-# `_created` samples double the exposition for nothing a dashboard reads
-disable_created_metrics()
-
 
 class _BackendCollector:
     def __init__(self, pools):
@@ -37,60 +41,143 @@ class _BackendCollector:
         yield state
 
 
+class _CounterChild:
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = 0.0
+
+    def inc(self, amount: float = 1.0):
+        self.value += amount
+
+
+class _HistogramChild:
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple):
+        self.bounds = bounds  # finite upper bounds; counts has one more slot for +Inf
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float):
+        self.counts[bisect_left(self.bounds, value)] += 1  # `le` buckets: value <= bound
+        self.sum += value
+
+
+class LocalCounter:
+    """A counter family: labels(...) -> child with inc(); a family without labels is its own only child."""
+
+    def __init__(self, name: str, doc: str, labelnames=()):
+        self.name = name
+        self.doc = doc
+        self.labelnames = tuple(labelnames)
+        self.children: dict[tuple, _CounterChild] = {}
+        if not self.labelnames:
+            self._only = self.children[()] = _CounterChild()
+
+    def labels(self, *values: str) -> _CounterChild:
+        c = self.children.get(values)
+        if c is None:
+            c = self.children[values] = _CounterChild()
+        return c
+
+    def inc(self, amount: float = 1.0):
+        self._only.value += amount
+
+    def family(self):
+        f = CounterMetricFamily(self.name, self.doc, labels=self.labelnames)
+        for values, c in self.children.items():
+            f.add_metric(list(values), c.value)
+        return f
+
+
+class LocalHistogram:
+    def __init__(self, name: str, doc: str, labelnames, buckets):
+        self.name = name
+        self.doc = doc
+        self.labelnames = tuple(labelnames)
+        self.bounds = tuple(float(b) for b in buckets)
+        self.les = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        self.children: dict[tuple, _HistogramChild] = {}
+
+    def labels(self, *values: str) -> _HistogramChild:
+        c = self.children.get(values)
+        if c is None:
+            c = self.children[values] = _HistogramChild(self.bounds)
+        return c
+
+    def family(self):
+        f = HistogramMetricFamily(self.name, self.doc, labels=self.labelnames)
+        for values, c in self.children.items():
+            acc, buckets = 0, []
+            for le, n in zip(self.les, c.counts, strict=True):
+                acc += n
+                buckets.append((le, float(acc)))
+            f.add_metric(list(values), buckets, c.sum)
+        return f
+
+
+class _LocalCollector:
+    def __init__(self, metrics: list):
+        self.metrics = metrics
+
+    def collect(self):
+        for m in self.metrics:
+            yield m.family()
+
+
 class Metrics:
     def __init__(self, pools):
         r = self.registry = CollectorRegistry(auto_describe=False)
-        self.requests = Counter("pdproxy_requests", "Client requests answered, by endpoint and status code",
-                                ["endpoint", "code"], registry=r)
-        self.errors = Counter("pdproxy_errors", "Failed or refused requests by cause", ["cause"], registry=r)
-        self.ttft = Histogram("pdproxy_time_to_first_token_seconds",
-                              "Request arrival to first Decode byte forwarded to the client",
-                              ["endpoint"], buckets=LATENCY_BUCKETS, registry=r)
-        self.duration = Histogram("pdproxy_request_duration_seconds",
-                                  "Request arrival to last byte sent", ["endpoint"],
-                                  buckets=LATENCY_BUCKETS, registry=r)
-        self.prefill_duration = Histogram("pdproxy_prefill_duration_seconds",
-                                          "Prefill leg: request sent to kv_transfer_params received",
-                                          ["endpoint"], buckets=LATENCY_BUCKETS, registry=r)
-        self.backend_requests = Counter("pdproxy_backend_requests", "Legs sent to a backend, by outcome",
-                                        ["role", "backend", "outcome"], registry=r)
-        self.retries = Counter("pdproxy_retries", "Legs retried on another instance", ["role"], registry=r)
-        self.edge_requests = Counter("pdproxy_edge_requests",
-                                     "KV hand-overs per Prefill->Decode pair (Decode accepted the request)",
-                                     ["prefill", "decode"], registry=r)
-        self.edge_prompt_tokens = Counter("pdproxy_edge_prompt_tokens",
-                                          "Prompt tokens whose KV went from this Prefill to this Decode",
-                                          ["prefill", "decode"], registry=r)
-        self.recomputes = Counter("pdproxy_recomputes", "Decode ended with stop_reason=recomputed; re-run",
-                                  registry=r)
-        self.rate_limited = Counter("pdproxy_rate_limited", "Requests refused with 429", ["scope"], registry=r)
+        self.requests = LocalCounter("pdproxy_requests", "Client requests answered, by endpoint and status code",
+                                     ["endpoint", "code"])
+        self.errors = LocalCounter("pdproxy_errors", "Failed or refused requests by cause", ["cause"])
+        self.ttft = LocalHistogram("pdproxy_time_to_first_token_seconds",
+                                   "Request arrival to first Decode byte forwarded to the client",
+                                   ["endpoint"], LATENCY_BUCKETS)
+        self.duration = LocalHistogram("pdproxy_request_duration_seconds", "Request arrival to last byte sent",
+                                       ["endpoint"], LATENCY_BUCKETS)
+        self.prefill_duration = LocalHistogram("pdproxy_prefill_duration_seconds",
+                                               "Prefill leg: request sent to kv_transfer_params received",
+                                               ["endpoint"], LATENCY_BUCKETS)
+        self.backend_requests = LocalCounter("pdproxy_backend_requests", "Legs sent to a backend, by outcome",
+                                             ["role", "backend", "outcome"])
+        self.retries = LocalCounter("pdproxy_retries", "Legs retried on another instance", ["role"])
+        self.edge_requests = LocalCounter("pdproxy_edge_requests",
+                                          "KV hand-overs per Prefill->Decode pair (Decode accepted the request)",
+                                          ["prefill", "decode"])
+        self.edge_prompt_tokens = LocalCounter("pdproxy_edge_prompt_tokens",
+                                               "Prompt tokens whose KV went from this Prefill to this Decode",
+                                               ["prefill", "decode"])
+        self.recomputes = LocalCounter("pdproxy_recomputes", "Decode ended with stop_reason=recomputed; re-run")
+        self.rate_limited = LocalCounter("pdproxy_rate_limited", "Requests refused with 429", ["scope"])
+        # exposition order: as declared (what prometheus_client's own Counter/Histogram objects gave)
+        r.register(_LocalCollector([self.requests, self.errors, self.ttft, self.duration, self.prefill_duration,
+                                    self.backend_requests, self.retries, self.edge_requests,
+                                    self.edge_prompt_tokens, self.recomputes, self.rate_limited]))
         r.register(_BackendCollector(pools))
-        self._cache: dict = {}
 
-    # cached label children
-    def _child(self, metric, *labels):
-        key = (id(metric), labels)
-        c = self._cache.get(key)
-        if c is None:
-            c = self._cache[key] = metric.labels(*labels)
-        return c
+    # label children (each family caches its own, keyed by the label values)
+    @staticmethod
+    def _child(metric, *labels):
+        return metric.labels(*labels)
 
     def request(self, endpoint: str, code: int):
-        self._child(self.requests, endpoint, str(code)).inc()
+        self.requests.labels(endpoint, str(code)).value += 1
 
     def error(self, cause: str):
-        self._child(self.errors, cause).inc()
+        self.errors.labels(cause).value += 1
 
     def backend(self, role: str, addr: str, outcome: str):
-        self._child(self.backend_requests, role, addr, outcome).inc()
+        self.backend_requests.labels(role, addr, outcome).value += 1
 
     def edge(self, prefill: str, decode: str, prompt_tokens: int):
-        self._child(self.edge_requests, prefill, decode).inc()
+        self.edge_requests.labels(prefill, decode).value += 1
         if prompt_tokens:
-            self._child(self.edge_prompt_tokens, prefill, decode).inc(prompt_tokens)
+            self.edge_prompt_tokens.labels(prefill, decode).value += prompt_tokens
 
     def observe(self, metric, endpoint: str, seconds: float):
-        self._child(metric, endpoint).observe(seconds)
+        metric.labels(endpoint).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -9,7 +9,6 @@ SSE error event. Backend 4xx answers are passed through as they are (status and 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import time
@@ -17,6 +16,7 @@ import time
 from .backend_pool import Backend, BackendPool
 from .errors import error_body, sse_error_event
 from .http_client import BackendError, build_request
+from .jsonfast import dumps, loads
 
 log = logging.getLogger("pdproxy.flow")
 
@@ -42,7 +42,8 @@ class NeedPrefill(Exception):
     """The Decode answered after possibly pulling the KV; the next attempt needs a fresh Prefill."""
 
 
-def prefill_body(body: dict) -> bytes:
+def prefill_body(body: dict, fast: bool = False) -> bytes:
+    """`fast`: body came from orjson (see jsonfast.dumps)."""
     pb = dict(body)
     pb["kv_transfer_params"] = PREFILL_KV
     pb["stream"] = False
@@ -51,7 +52,32 @@ def prefill_body(body: dict) -> bytes:
     if "max_completion_tokens" in pb:
         pb["max_completion_tokens"] = 1
     pb.pop("stream_options", None)
-    return json.dumps(pb).encode()
+    return dumps(pb, fast)
+
+
+_WS = b" \t\r\n"
+
+
+def decode_body(raw: bytes | None, body: dict, kv: dict, fast: bool = False) -> bytes:
+    """The Decode leg's body: the request plus kv_transfer_params.
+
+    When `raw` (the client's bytes, which parsed to `body`) is a plain JSON object without that key, the key
+    is appended before its closing brace: no second serialisation of a body that can hold a long prompt, and
+    the client's bytes reach Decode untouched. Otherwise (the client sent kv_transfer_params itself, or the
+    bytes are not UTF-8 framed by braces) the parsed body is re-serialised with the key replaced."""
+    if raw is not None and "kv_transfer_params" not in body:
+        end = len(raw) - 1
+        while end > 0 and raw[end] in _WS:
+            end -= 1
+        start = 0
+        while start < end and raw[start] in _WS:
+            start += 1
+        if raw[start:start + 1] == b"{" and raw[end:end + 1] == b"}":
+            sep = b', "kv_transfer_params": ' if body else b'"kv_transfer_params": '
+            return b"%b%b%b}" % (raw[:end], sep, dumps(kv, fast))
+    dbody = dict(body)
+    dbody["kv_transfer_params"] = kv
+    return dumps(dbody, fast)
 
 
 def prompt_text(body: dict) -> str:
@@ -81,15 +107,17 @@ class Exchange:
 
     __slots__ = ("flow", "req", "conn", "endpoint", "body", "stream", "rid", "hkey", "session", "load",
                  "deadline", "bad_p", "bad_d", "p_attempts", "d_attempts", "ttft_seen", "auth", "path",
-                 "d_last")
+                 "d_last", "fast", "kv_fast")
 
-    def __init__(self, flow, req, conn, endpoint: str, body: dict):
+    def __init__(self, flow, req, conn, endpoint: str, body: dict, fast: bool = False):
         self.flow = flow
         self.req = req
         self.conn = conn
         self.endpoint = endpoint
         self.path = endpoint.encode()
         self.body = body
+        self.fast = fast  # body (and bodies derived from it) may be written by orjson
+        self.kv_fast = False
         self.stream = bool(body.get("stream"))
         self.rid = req.headers.get("x-request-id") or os.urandom(16).hex()
         cfg = flow.cfg
@@ -151,7 +179,7 @@ class Exchange:
     async def prefill(self, body: dict, rid: str) -> tuple[Backend, dict, int]:
         flow = self.flow
         pool = flow.pools["prefill"]
-        payload = prefill_body(body)
+        payload = prefill_body(body, self.fast)
         last = None
         last_kind = ""
         t0 = time.perf_counter()
@@ -181,7 +209,7 @@ class Exchange:
                 raise Answer(status, "", "", "prefill_4xx", body=raw, content_type=_headers.get(
                     "content-type", b"application/json"))
             try:
-                answer = json.loads(raw)
+                answer, self.kv_fast = loads(raw)
                 kv = answer["kv_transfer_params"]
                 if not isinstance(kv, dict):
                     raise TypeError("kv_transfer_params is not an object")
@@ -209,8 +237,6 @@ class Exchange:
         """Send the Decode leg; return (backend, connection) once a Decode answered 2xx."""
         flow = self.flow
         pool = flow.pools["decode"]
-        dbody = dict(body)
-        dbody["kv_transfer_params"] = kv
         payload = None
         while self.d_attempts <= flow.cfg.max_retries:
             b = flow.pick("decode", self, self.bad_d)
@@ -220,7 +246,8 @@ class Exchange:
                 flow.metrics._child(flow.metrics.retries, "decode").inc()
             self.d_attempts += 1
             if payload is None:
-                payload = json.dumps(dbody).encode()
+                payload = decode_body(self.req.body if body is self.body else None, body, kv,
+                                      self.fast and self.kv_fast)
             data = build_request(b"POST", self.path, b.host_header, payload, self.headers(rid))
             b.inflight += 1
             b.inflight_load += self.load
@@ -369,70 +396,30 @@ class Exchange:
         """Forward the Decode's SSE events as they come (complete events only, bytes untouched)."""
         flow = self.flow
         client = self.conn
-        keep = flow.cfg.recompute
-        kept: list[bytes] = []
-        state = {"pending": b"", "recomputed": None}
-        transport = dconn.transport
-        out: list[bytes] = []
-        loop = flow.loop
-
-        def resume():
-            if not dconn.closed:
-                transport.resume_reading()
-
-        def sink(data: bytes):
-            if state["recomputed"] is not None:
-                return
-            pending = state["pending"]
-            if pending:
-                data = pending + data
-                state["pending"] = b""
-            if not data.endswith(b"\n\n"):
-                cut = data.rfind(b"\n\n")
-                if cut < 0:
-                    state["pending"] = data
-                    return
-                state["pending"] = data[cut + 2:]
-                data = data[:cut + 2]
-            if keep:
-                if b"recomputed" in data:
-                    data, event = flow.recompute.split_at_recomputed(data)
-                    state["recomputed"] = event
-                    if not data:
-                        return
-                kept.append(data)
-            if not self.ttft_seen:
-                self.mark_first_byte()
-            # events that arrive in the same loop iteration leave in one write (one syscall, not one each)
-            out.append(data)
-            if len(out) == 1:
-                loop.call_soon(flush)
-
-        def flush():
-            if not out:
-                return
-            client.send_chunk(out[0] if len(out) == 1 else b"".join(out))
-            out.clear()
-            if client.write_paused and not dconn.closed:
-                transport.pause_reading()
-                client.on_resume(resume)
-
+        sp = _SsePipe(self, dconn, flow.recompute if flow.cfg.recompute else None)
         try:
-            done = dconn.attach_sink(sink)
+            done = dconn.attach_sink(sp.sink, sp.flush)
+            sp.flush()  # whatever came with the Decode's head
             dconn.arm(self.deadline - time.perf_counter(), "end of stream (total timeout)")
             try:
                 await done
-                flush()
-                if state["pending"] and state["recomputed"] is None:
-                    client.send_chunk(state["pending"])
+                if sp.recomputed is None:
+                    # the last events, a trailing partial event and the end of the stream: one write
+                    out = sp.out
+                    if sp.pending:
+                        out.append(sp.pending)
+                    client.end_stream(b"".join(out))
+                    out.clear()
+                else:
+                    sp.flush()
                 d.release(dconn)
             except BackendError as exc:
-                flush()
                 dconn.close()
                 flow.pools["decode"].report_failure(d, exc)
                 flow.metrics.error("stream_broken")
-                client.send_chunk(sse_error_event(502, f"decode {d.addr} stream broke: {exc.reason}",
-                                                  "BadGatewayError"))
+                sp.out.append(sse_error_event(502, f"decode {d.addr} stream broke: {exc.reason}",
+                                              "BadGatewayError"))
+                client.end_stream(b"".join(sp.out))
                 return
             except BaseException:
                 dconn.close()
@@ -440,8 +427,66 @@ class Exchange:
         finally:
             d.inflight -= 1
             d.inflight_load -= self.load
-        if state["recomputed"] is not None:
-            await flow.recompute.stream(self, body, kept, state["recomputed"], depth)
+        if sp.recomputed is not None:
+            await flow.recompute.stream(self, body, sp.kept, sp.recomputed, depth)
+
+
+class _SsePipe:
+    """Decode SSE bytes -> client, whole events only. sink() runs for each body piece the parser yields;
+    flush() runs once per network read (ClientConnection's after_feed), so the events one read brought leave
+    in one write. A class rather than closures over a state dict: no per-stream dict and fewer cell lookups."""
+
+    __slots__ = ("ex", "client", "dconn", "recompute", "kept", "pending", "recomputed", "out")
+
+    def __init__(self, ex: Exchange, dconn, recompute):
+        self.ex = ex
+        self.client = ex.conn
+        self.dconn = dconn
+        self.recompute = recompute  # None: recompute continuation is off
+        self.kept: list[bytes] = []
+        self.pending = b""
+        self.recomputed = None
+        self.out: list[bytes] = []
+
+    def sink(self, data: bytes):
+        if self.recomputed is not None:
+            return
+        if self.pending:
+            data = self.pending + data
+            self.pending = b""
+        if not data.endswith(b"\n\n"):
+            cut = data.rfind(b"\n\n")
+            if cut < 0:
+                self.pending = data
+                return
+            self.pending = data[cut + 2:]
+            data = data[:cut + 2]
+        if self.recompute is not None:
+            if b"recomputed" in data:
+                data, event = self.recompute.split_at_recomputed(data)
+                self.recomputed = event
+                if not data:
+                    return
+            self.kept.append(data)
+        ex = self.ex
+        if not ex.ttft_seen:
+            ex.mark_first_byte()
+        self.out.append(data)
+
+    def flush(self):
+        out = self.out
+        if not out:
+            return
+        client = self.client
+        client.send_chunk(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
+        if client.write_paused and not self.dconn.closed:
+            self.dconn.transport.pause_reading()
+            client.on_resume(self.resume)
+
+    def resume(self):
+        if not self.dconn.closed:
+            self.dconn.transport.resume_reading()
 
 
 class PDFlow:
@@ -473,7 +518,7 @@ class PDFlow:
 
     async def generate(self, req, conn, endpoint: str):
         try:
-            body = json.loads(req.body)
+            body, fast = loads(req.body)
         except (ValueError, UnicodeDecodeError) as exc:
             self.metrics.error("bad_request")
             conn.send_error(400, f"malformed JSON body: {exc}", "BadRequestError")
@@ -482,7 +527,7 @@ class PDFlow:
             self.metrics.error("bad_request")
             conn.send_error(400, "the request body must be a JSON object", "BadRequestError")
             return
-        await Exchange(self, req, conn, endpoint, body).run()
+        await Exchange(self, req, conn, endpoint, body, fast).run()
 
     async def models(self, req, conn):
         """Forwarded to the first healthy instance that answers (Decode first, then Prefill)."""
