@@ -1,0 +1,242 @@
+"""The topology read model of a deployment's active revision, for the SVG picture and the API: nodes with their NPU
+dies, the planned processes on them grouped by instance with their live state, and the edges between them.
+
+Pure read with a constant number of queries. The picture is computed from the plan every time (the same
+`deployment_plan` every job runs), never stored; Process rows only contribute live state.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from apps.inventory.choices import NPU_HEALTH_COLOUR, REACHABILITY_COLOUR, NpuHealth
+from apps.inventory.models import Node
+from apps.jobs.choices import JobStatus
+from apps.jobs.models import Job
+
+from .choices import PROCESS_STATE_COLOUR, ROLE_COLOUR, ProcessState
+from .facts import cluster_nodes
+from .models import Deployment, Process
+from .planning import deployment_plan
+from .topology import Plan, PlannedProcess, SpecError, TopologySpec
+from .validation import RevisionInvalid, name_problem, spec_errors_as_problems
+
+ENGINE_ROLES = ("prefill", "decode")
+# Worst first: an instance shows the worst state of its processes.
+STATE_SEVERITY = (ProcessState.FAILED, ProcessState.UNKNOWN, ProcessState.STOPPED, ProcessState.RUNNING)
+NOT_STARTED = {"state": None, "state_label": "not started", "state_colour": "grey"}
+
+
+def topology_snapshot(deployment: Deployment) -> dict:
+    """Everything the topology picture draws, as plain JSON-ready data; problems instead of an exception."""
+    revision = deployment.revisions.filter(is_active=True).first()
+    out = {
+        "deployment": {"id": deployment.pk, "name": deployment.name},
+        "revision": {"id": revision.pk, "number": revision.number} if revision else None,
+        "profile": None, "problems": [], "client": None, "nodes": [], "instances": [], "services": [],
+        "edges": [], "stray_processes": [], "active_job": _active_job(deployment),
+        "state_colours": {str(k): v for k, v in PROCESS_STATE_COLOUR.items()},
+        "role_colours": dict(ROLE_COLOUR),
+    }
+    try:
+        spec, plan = deployment_plan(deployment, revision)
+    except RevisionInvalid as exc:
+        out["problems"] = [name_problem(p, revision.spec if revision else None).as_dict() for p in exc.problems]
+        return out
+    except SpecError as exc:  # a stored spec that no longer parses (the parser got stricter)
+        out["problems"] = [name_problem(p, revision.spec).as_dict() for p in spec_errors_as_problems(exc)]
+        return out
+    rows = {p.key: p for p in Process.objects.filter(deployment=deployment).select_related("revision")}
+    out["profile"] = plan.profile
+    out["instances"] = _instances(spec, plan, rows)
+    out["services"] = [_service(p, rows.get(p.key)) for p in plan.processes if p.role not in ENGINE_ROLES]
+    inventory = cluster_nodes(deployment.cluster)
+    out["nodes"] = _nodes(plan, inventory, out["instances"])
+    out["client"] = _client(spec, inventory)
+    out["edges"] = topology_edges(spec, plan)
+    planned = {p.key for p in plan.processes}
+    out["stray_processes"] = [
+        {"key": r.key, "node": r.node_name, "role": r.role, "pid": r.pid, **_state_of(r)}
+        for key, r in sorted(rows.items()) if key not in planned and r.state != ProcessState.STOPPED]
+    return out
+
+
+# --- live state ------------------------------------------------------------------------------------------------
+
+def _state_of(row: Process | None) -> dict:
+    if row is None:
+        return dict(NOT_STARTED)
+    return {"state": row.state, "state_label": row.get_state_display(), "state_colour": row.colour}
+
+
+def _worst(states: list[dict]) -> dict:
+    known = [s for s in states if s["state"] is not None]
+    if not known:
+        return dict(NOT_STARTED)
+    worst = min(known, key=lambda s: STATE_SEVERITY.index(s["state"]))
+    return {k: worst[k] for k in ("state", "state_label", "state_colour")}
+
+
+def _row_facts(row: Process | None) -> dict:
+    if row is None:
+        return {"pid": None, "state_detail": "", "started_at": None, "started_revision": None}
+    return {"pid": row.pid, "state_detail": row.state_detail,
+            "started_at": row.started_at.isoformat() if row.started_at else None,
+            "started_revision": row.revision.number if row.revision else None}
+
+
+def _active_job(deployment: Deployment) -> dict | None:
+    job = (Job.objects.filter(target_type=Deployment._meta.label_lower, target_id=deployment.pk,
+                              status__in=(JobStatus.PENDING, JobStatus.RUNNING))
+           .order_by("-created", "-id").only("pk", "kind", "status").first())
+    return {"id": job.pk, "kind": job.kind, "status": job.status} if job else None
+
+
+# --- processes ---------------------------------------------------------------------------------------------------
+
+def _devices(p: PlannedProcess) -> list[int]:
+    text = p.launch.env.get("ASCEND_RT_VISIBLE_DEVICES", "")
+    return [int(d) for d in text.split(",") if d.strip().isdigit()]
+
+
+def _instances(spec: TopologySpec, plan: Plan, rows: dict[str, Process]) -> list[dict]:
+    by_name: dict[str, list[PlannedProcess]] = defaultdict(list)
+    for p in plan.processes:
+        if p.role in ENGINE_ROLES:
+            by_name[p.instance].append(p)
+    out = []
+    for inst in spec.instances:
+        ranks = []
+        for p in by_name[inst.name]:
+            devices = _devices(p)
+            # An internal-DP process hosts several ranks: its devices split in TP-sized runs, in rank order.
+            count = max(1, len(devices) // inst.tp) if inst.tp else 1
+            for i in range(count):
+                dp_rank = (p.dp_rank or 0) + i
+                ranks.append({
+                    "key": p.key, "dp_rank": dp_rank, "api_port": p.ports[0] if p.ports else None,
+                    "ports": list(p.ports), "devices": devices[i * inst.tp:(i + 1) * inst.tp] if count > 1 else devices,
+                    "kv_port_window": _rank_window(inst, dp_rank) if count > 1 else
+                    (list(p.kv_port_window) if p.kv_port_window else None),
+                    "address": p.address, "health_url": p.health_url,
+                    **_state_of(rows.get(p.key)), **_row_facts(rows.get(p.key)),
+                })
+        windows = [r["kv_port_window"] for r in ranks if r["kv_port_window"]]
+        out.append({
+            "id": f"inst:{inst.name}", "name": inst.name, "role": inst.role, "role_colour": ROLE_COLOUR[inst.role],
+            "node": inst.node, "tp": inst.tp, "dp": inst.dp, "dp_style": inst.dp_style,
+            "kv_port_window": [min(w[0] for w in windows), max(w[1] for w in windows)] if windows else None,
+            "ranks": ranks, **_worst(ranks),
+        })
+    return out
+
+
+def _rank_window(inst, dp_rank: int) -> list[int]:
+    start = inst.kv_port + dp_rank * inst.tp
+    return [start, start + inst.tp - 1]
+
+
+def _service(p: PlannedProcess, row: Process | None) -> dict:
+    return {"id": f"proc:{p.key}", "key": p.key, "role": p.role, "role_colour": ROLE_COLOUR.get(p.role, "grey"),
+            "node": p.node, "address": p.address, "ports": list(p.ports), "health_url": p.health_url,
+            **_state_of(row), **_row_facts(row)}
+
+
+# --- nodes -------------------------------------------------------------------------------------------------------
+
+def _column(roles: set[str]) -> str:
+    for role in ("prefill", "decode", "proxy"):
+        if role in roles:
+            return {"proxy": "front"}.get(role, role)
+    return "services"
+
+
+def _nodes(plan: Plan, inventory: dict[str, Node], instances: list[dict]) -> list[dict]:
+    used_by: dict[str, dict[int, dict]] = defaultdict(dict)
+    for inst in instances:
+        for r in inst["ranks"]:
+            for d in r["devices"]:
+                used_by[inst["node"]][d] = {"instance": inst["name"], "role": inst["role"], "dp_rank": r["dp_rank"],
+                                            "key": r["key"]}
+    roles: dict[str, set[str]] = defaultdict(set)
+    processes: dict[str, list[str]] = defaultdict(list)
+    for p in plan.processes:
+        roles[p.node].add(p.role)
+        processes[p.node].append(p.key)
+    out = []
+    for name in dict.fromkeys(p.node for p in plan.processes):
+        node = inventory[name]
+        npus = {n.logical_id: n for n in node.npus.all()}
+        count = max([node.npu_count, *(i + 1 for i in npus)]) if npus or node.npu_count else 0
+        dies = []
+        for logical_id in range(count):
+            npu = npus.get(logical_id)
+            health = npu.health if npu else None
+            dies.append({
+                "logical_id": logical_id, "npu_id": npu.npu_id if npu else logical_id // 2,
+                "chip_id": npu.chip_id if npu else logical_id % 2, "health": health,
+                "health_colour": NPU_HEALTH_COLOUR.get(health, "grey") if health else "grey",
+                "ok": health in (None, NpuHealth.OK),  # undiscovered counts as usable, as planning does
+                "discovered": npu is not None, "hbm_percent": npu.hbm_percent if npu else None,
+                "hbm_used_mb": npu.hbm_used_mb if npu else None, "hbm_total_mb": npu.hbm_total_mb if npu else None,
+                "used_by": used_by[name].get(logical_id),
+            })
+        out.append({
+            "name": name, "address": node.address, "hardware_model": node.hardware_model,
+            "npu_model": node.npu_model, "npu_count": node.npu_count,
+            "reachability": node.reachability, "reachability_label": node.get_reachability_display(),
+            "reachability_colour": REACHABILITY_COLOUR.get(node.reachability, "grey"),
+            "column": _column(roles[name]), "roles": sorted(roles[name]), "processes": processes[name],
+            "instances": [i["name"] for i in instances if i["node"] == name], "dies": dies,
+        })
+    return out
+
+
+def _client(spec: TopologySpec, inventory: dict[str, Node]) -> dict:
+    if spec.bench_client is None:
+        return {"id": "client", "node": None, "address": None}
+    node = inventory.get(spec.bench_client.node)
+    return {"id": "client", "node": spec.bench_client.node, "address": node.address if node else None}
+
+
+# --- edges -------------------------------------------------------------------------------------------------------
+
+def topology_edges(spec: TopologySpec, plan: Plan) -> list[dict]:
+    """The request path and the KV paths, derived from the plan: client -> proxy -> every P -> every D
+    (the KV hand-over, labelled with both side-channel windows), P -> store (async backup), P/D -> KV pool."""
+    procs = plan.processes
+    proxy = next((p for p in procs if p.role == "proxy"), None)
+    pool = next((p for p in procs if p.role == "kv_pool"), None)
+    stores = [p for p in procs if p.role == "store"]
+    windows: dict[str, tuple[int, int]] = {}
+    for p in procs:
+        if p.kv_port_window and p.instance:
+            lo, hi = windows.get(p.instance, p.kv_port_window)
+            windows[p.instance] = (min(lo, p.kv_port_window[0]), max(hi, p.kv_port_window[1]))
+    prefills = [i for i in spec.instances if i.role == "prefill"]
+    decodes = [i for i in spec.instances if i.role == "decode"]
+    edges = []
+
+    def add(kind: str, source: str, target: str, label: str, **extra):
+        edges.append({"id": f"{kind}:{source}->{target}", "kind": kind, "source": source, "target": target,
+                      "label": label, **extra})
+
+    def window(name: str) -> str:
+        lo, hi = windows.get(name, (0, 0))
+        return f"{lo}-{hi}" if hi != lo else str(lo)
+
+    if proxy:
+        add("request", "client", f"proc:{proxy.key}", f"HTTP :{proxy.ports[0]}")
+        for inst in prefills:
+            add("request", f"proc:{proxy.key}", f"inst:{inst.name}", "prefill request")
+    for p in prefills:
+        for d in decodes:
+            add("kv_transfer", f"inst:{p.name}", f"inst:{d.name}", f"KV {window(p.name)} → {window(d.name)}",
+                source_window=list(windows.get(p.name, ())), target_window=list(windows.get(d.name, ())))
+    for p in prefills:
+        for s in stores:
+            add("kv_backup", f"inst:{p.name}", f"proc:{s.key}", f"async backup → {s.node}:{s.ports[0]}")
+    if pool:
+        for inst in spec.instances:
+            add("kv_pool", f"inst:{inst.name}", f"proc:{pool.key}", f"Mooncake master :{pool.ports[0]}")
+    return edges
