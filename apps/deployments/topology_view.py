@@ -8,6 +8,7 @@ Pure read with a constant number of queries. The picture is computed from the pl
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from apps.inventory.choices import NPU_HEALTH_COLOUR, REACHABILITY_COLOUR, NpuHealth
 from apps.inventory.models import Node
@@ -15,10 +16,10 @@ from apps.jobs.choices import JobStatus
 from apps.jobs.models import Job
 
 from .choices import PROCESS_STATE_COLOUR, ROLE_COLOUR, ProcessState
-from .facts import cluster_nodes
+from .facts import cluster_nodes, node_facts
 from .models import Deployment, Process
 from .planning import deployment_plan
-from .topology import Plan, PlannedProcess, SpecError, TopologySpec
+from .topology import Plan, PlannedProcess, SpecError, TopologySpec, get_profile, validate_topology
 from .validation import RevisionInvalid, name_problem, spec_errors_as_problems
 
 ENGINE_ROLES = ("prefill", "decode")
@@ -34,23 +35,27 @@ def topology_snapshot(deployment: Deployment) -> dict:
         "deployment": {"id": deployment.pk, "name": deployment.name},
         "revision": {"id": revision.pk, "number": revision.number} if revision else None,
         "profile": None, "problems": [], "client": None, "nodes": [], "instances": [], "services": [],
-        "edges": [], "stray_processes": [], "active_job": _active_job(deployment),
+        "edges": [], "stray_processes": [], "active_job": _active_job(deployment), "drawn_despite_problems": False,
         "state_colours": {str(k): v for k, v in PROCESS_STATE_COLOUR.items()},
         "role_colours": dict(ROLE_COLOUR),
     }
+    inventory = cluster_nodes(deployment.cluster)
     try:
         spec, plan = deployment_plan(deployment, revision)
     except RevisionInvalid as exc:
         out["problems"] = [name_problem(p, revision.spec if revision else None).as_dict() for p in exc.problems]
-        return out
+        plan = _plan_ignoring_npu_health(exc.spec, inventory)
+        if plan is None:
+            return out
+        spec = exc.spec
     except SpecError as exc:  # a stored spec that no longer parses (the parser got stricter)
         out["problems"] = [name_problem(p, revision.spec).as_dict() for p in spec_errors_as_problems(exc)]
         return out
     rows = {p.key: p for p in Process.objects.filter(deployment=deployment).select_related("revision")}
     out["profile"] = plan.profile
+    out["drawn_despite_problems"] = bool(out["problems"])
     out["instances"] = _instances(spec, plan, rows)
     out["services"] = [_service(p, rows.get(p.key)) for p in plan.processes if p.role not in ENGINE_ROLES]
-    inventory = cluster_nodes(deployment.cluster)
     out["nodes"] = _nodes(plan, inventory, out["instances"])
     out["client"] = _client(spec, inventory)
     out["edges"] = topology_edges(spec, plan)
@@ -59,6 +64,20 @@ def topology_snapshot(deployment: Deployment) -> dict:
         {"key": r.key, "node": r.node_name, "role": r.role, "pid": r.pid, **_state_of(r)}
         for key, r in sorted(rows.items()) if key not in planned and r.state != ProcessState.STOPPED]
     return out
+
+
+def _plan_ignoring_npu_health(spec: TopologySpec | None, inventory: dict[str, Node]) -> Plan | None:
+    """When the only thing wrong is a die that went bad, still draw where everything is planned (the moment a die
+    fails is when the picture matters most): the plan as if every die were healthy, if that one is clean."""
+    if spec is None:
+        return None
+    facts = {}
+    for name, node in inventory.items():
+        f = node_facts(node, launch_profile=spec.launch_profile)
+        facts[name] = replace(f, healthy_logical_ids=frozenset(range(f.npu_count)))
+    if validate_topology(spec, facts):
+        return None
+    return get_profile(spec.launch_profile).render(spec, facts)
 
 
 # --- live state ------------------------------------------------------------------------------------------------

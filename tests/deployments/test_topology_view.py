@@ -1,0 +1,199 @@
+"""The topology picture's read model: nodes with their dies, instances per DP rank with live state, edges derived
+from the plan, problems instead of a 500, a constant number of queries, and who may read it."""
+
+import pytest
+from django.test import Client
+
+from apps.deployments.models import Deployment, Process
+from apps.deployments.topology_view import topology_snapshot
+from apps.inventory.models import Node, Npu
+
+pytestmark = pytest.mark.django_db
+
+
+def _npus(node: Node, *, bad: dict[int, str] | None = None, hbm_used: int = 16000) -> None:
+    Npu.objects.bulk_create(
+        Npu(node=node, npu_id=d // 2, chip_id=d % 2, logical_id=d, name="Ascend910", health=(bad or {}).get(d, "OK"),
+            hbm_used_mb=hbm_used, hbm_total_mb=65536) for d in range(16))
+
+
+def _process(deployment, key, *, role, instance="", node="node0", state="running", pid=4242):
+    return Process.objects.create(deployment=deployment, revision=deployment.active_revision, node_name=node,
+                                  role=role, instance=instance, key=key, address="127.0.10.230", command="x",
+                                  fingerprint="x", log_path="/l", pid_file="/p", state=state, pid=pid)
+
+
+def _by(items, key, value):
+    return next(i for i in items if i[key] == value)
+
+
+def test_snapshot_of_the_reference_topology(deployment):
+    _npus(Node.objects.get(name="node2"))
+    snap = topology_snapshot(deployment)
+
+    assert snap["problems"] == [] and snap["profile"] == "vllm-ascend" and not snap["drawn_despite_problems"]
+    assert snap["revision"]["number"] == 1
+    nodes = {n["name"]: n for n in snap["nodes"]}
+    assert set(nodes) == {"node0", "node1", "node2", "node3", "proxy"}
+    assert {n: nodes[n]["column"] for n in nodes} == {
+        "node0": "prefill", "node1": "prefill", "node2": "decode", "node3": "decode", "proxy": "front"}
+    assert all(len(nodes[n]["dies"]) == 16 for n in ("node0", "node1", "node2", "node3"))
+    assert nodes["proxy"]["dies"] == [] and set(nodes["proxy"]["processes"]) == {"proxy", "kv-pool"}
+    assert "store-0" in nodes["node1"]["processes"]
+    assert snap["client"] == {"id": "client", "node": "bench", "address": "127.0.10.235"}
+
+    # Device assignment: p0 holds all 16 dies of node0; d0's four DP ranks hold 4 dies each.
+    assert [d["used_by"]["instance"] for d in nodes["node0"]["dies"]] == ["p0"] * 16
+    p0 = _by(snap["instances"], "name", "p0")
+    assert [r["devices"] for r in p0["ranks"]] == [list(range(16))]
+    assert p0["ranks"][0]["kv_port_window"] == [30000, 30015] and p0["ranks"][0]["api_port"] == 7100
+    d0 = _by(snap["instances"], "name", "d0")
+    assert d0["node"] == "node2" and (d0["tp"], d0["dp"]) == (4, 4)
+    assert [r["devices"] for r in d0["ranks"]] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
+    assert [r["api_port"] for r in d0["ranks"]] == [7100, 7101, 7102, 7103]
+    assert [r["kv_port_window"] for r in d0["ranks"]] == [[30200, 30203], [30204, 30207], [30208, 30211],
+                                                          [30212, 30215]]
+    assert d0["kv_port_window"] == [30200, 30215]
+    assert [d["used_by"]["dp_rank"] for d in nodes["node2"]["dies"]] == [r for r in range(4) for _ in range(4)]
+
+    # NPU rows: health and HBM per die; undiscovered nodes count as usable but say so.
+    assert nodes["node2"]["dies"][0]["health"] == "OK" and nodes["node2"]["dies"][0]["ok"] is True
+    assert nodes["node2"]["dies"][0]["hbm_percent"] == pytest.approx(24.4)
+    assert nodes["node0"]["dies"][0]["discovered"] is False and nodes["node0"]["dies"][0]["ok"] is True
+
+    # Edges: the request path, every P to every D (4 pairs at instance level), backups and pool links.
+    edges = snap["edges"]
+    kv = sorted((e["source"], e["target"]) for e in edges if e["kind"] == "kv_transfer")
+    assert kv == [("inst:p0", "inst:d0"), ("inst:p0", "inst:d1"), ("inst:p1", "inst:d0"), ("inst:p1", "inst:d1")]
+    assert _by(edges, "id", "kv_transfer:inst:p0->inst:d0")["label"] == "KV 30000-30015 → 30200-30215"
+    requests = sorted((e["source"], e["target"]) for e in edges if e["kind"] == "request")
+    assert requests == [("client", "proc:proxy"), ("proc:proxy", "inst:p0"), ("proc:proxy", "inst:p1")]
+    assert len([e for e in edges if e["kind"] == "kv_backup"]) == 2 * 3
+    assert sorted(e["source"] for e in edges if e["kind"] == "kv_pool") == ["inst:d0", "inst:d1", "inst:p0",
+                                                                            "inst:p1"]
+    ids = {i["id"] for i in snap["instances"]} | {s["id"] for s in snap["services"]} | {"client"}
+    assert all(e["source"] in ids and e["target"] in ids for e in edges)
+
+
+def test_live_state_comes_from_the_process_rows(deployment):
+    _process(deployment, "p0-dp0", role="prefill", instance="p0", pid=1111)
+    _process(deployment, "d0-dp0", role="decode", instance="d0", node="node2")
+    _process(deployment, "d0-dp1", role="decode", instance="d0", node="node2", state="failed")
+    _process(deployment, "proxy", role="proxy", node="proxy", state="stopped")
+    _process(deployment, "old-instance-dp0", role="prefill", instance="old-instance", state="running")
+
+    snap = topology_snapshot(deployment)
+
+    p0 = _by(snap["instances"], "name", "p0")
+    assert (p0["state"], p0["state_colour"], p0["ranks"][0]["pid"]) == ("running", "green", 1111)
+    d0 = _by(snap["instances"], "name", "d0")
+    assert d0["state"] == "failed" and d0["state_colour"] == "red"  # the worst of its ranks
+    assert [r["state"] for r in d0["ranks"]] == ["running", "failed", None, None]
+    assert d0["ranks"][2]["state_label"] == "not started"
+    assert _by(snap["instances"], "name", "p1")["state"] is None
+    proxy = _by(snap["services"], "key", "proxy")
+    assert (proxy["state"], proxy["state_colour"]) == ("stopped", "grey")
+    assert [s["key"] for s in snap["stray_processes"]] == ["old-instance-dp0"]
+
+
+def test_a_die_gone_bad_is_a_problem_and_the_picture_still_shows_where_everything_runs(deployment):
+    _npus(Node.objects.get(name="node2"), bad={5: "Alarm"})
+
+    snap = topology_snapshot(deployment)
+
+    assert [(p["instance"], p["field"]) for p in snap["problems"]] == [("d0", "dp")]
+    assert snap["drawn_despite_problems"] is True
+    die5 = next(n for n in snap["nodes"] if n["name"] == "node2")["dies"][5]
+    assert die5["health"] == "Alarm" and die5["ok"] is False and die5["health_colour"] == "red"
+    assert die5["used_by"]["instance"] == "d0" and die5["used_by"]["dp_rank"] == 1
+
+
+def test_an_invalid_revision_gives_problems_not_an_exception(deployment):
+    Node.objects.filter(name="node3").delete()  # d1 and store-2 now name a node that is gone
+
+    snap = topology_snapshot(deployment)
+
+    assert snap["nodes"] == [] and snap["edges"] == []
+    assert any(p["instance"] == "d1" and p["field"] == "node" for p in snap["problems"])
+
+
+def test_invalid_revision_is_a_200_with_problems_on_the_page_endpoint_and_the_api(deployment, make_user,
+                                                                                   api_client_for):
+    Node.objects.filter(name="node3").delete()
+    client = Client()
+    client.force_login(make_user("viewer", "web-viewer"))
+    page = client.get(f"/deployments/{deployment.pk}/topology.json")
+    assert page.status_code == 200 and page.json()["problems"]
+    api = api_client_for("viewer").get(f"/api/deployments/{deployment.pk}/topology/")
+    assert api.status_code == 200 and api.json()["problems"] == page.json()["problems"]
+
+
+def test_viewer_reads_the_topology_and_anonymous_cannot(deployment, make_user, api_client_for):
+    anonymous = Client().get(f"/deployments/{deployment.pk}/topology.json")
+    assert anonymous.status_code in (302, 403)
+    assert "nodes" not in anonymous.content.decode()
+    assert Client().get(f"/api/deployments/{deployment.pk}/topology/").status_code in (401, 403)
+    assert api_client_for(None).get(f"/api/deployments/{deployment.pk}/topology/").status_code == 403
+
+    client = Client()
+    client.force_login(make_user("viewer", "web-viewer"))
+    body = client.get(f"/deployments/{deployment.pk}/topology.json").json()
+    assert len(body["nodes"]) == 5 and len(body["instances"]) == 4
+    api = api_client_for("viewer").get(f"/api/deployments/{deployment.pk}/topology/")
+    assert api.status_code == 200 and api.json()["edges"] == body["edges"]
+
+
+SMALL = """launch_profile: sim
+run_dir: /var/tmp/pdcp/small
+model:
+  path: /models/m
+  served_name: m
+  profile: {layers: 2, kv_heads: 1, head_dim: 8, dtype: bfloat16, attention_heads: 16}
+instances:
+  - {name: p0, role: prefill, node: node0, tp: 16, api_port: 7100, kv_port: 30000}
+  - {name: d0, role: decode, node: node2, tp: 16, api_port: 7100, kv_port: 30200}
+proxy: {node: proxy, port: 1999}
+"""
+
+
+def _large_yaml() -> str:
+    """Eight P and eight D nodes (DP4 each on D), a pool and three stores: many more rows than SMALL."""
+    lines = [line for line in SMALL.splitlines() if not line.startswith("  - ")]
+    at = lines.index("instances:") + 1
+    instances = [f"  - {{name: p{i}, role: prefill, node: big{i}, tp: 16, api_port: 7100, kv_port: 30000}}"
+                 for i in range(8)]
+    instances += [f"  - {{name: d{i}, role: decode, node: big{8 + i}, tp: 4, dp: 4, dp_rpc_port: 12321, "
+                  "api_port: 7100, kv_port: 30200}" for i in range(8)]
+    extra = ["kv_pool: {node: proxy}", "store:", "  servers:",
+             *(f"    - {{node: big{i}, port: 11211}}" for i in range(3))]
+    text = "\n".join(lines[:at] + instances + lines[at:] + extra) + "\n"
+    return text.replace("tp: 16, api_port", "tp: 16, dp: 1, api_port").replace("/small", "/large")
+
+
+def test_query_count_is_constant_for_a_small_and_a_large_deployment(ref_cluster, credential,
+                                                                     django_assert_num_queries):
+    from apps.deployments.services import deployment_create
+
+    small = deployment_create(name="small", cluster=ref_cluster, user=None, yaml_text=SMALL)
+    for i in range(16):
+        node = Node.objects.create(cluster=ref_cluster, name=f"big{i}", address=f"127.0.11.{i + 1}",
+                                   credential=credential, npu_count=16, hardware_model="Atlas 800I A3")
+        _npus(node)
+    large = deployment_create(name="large", cluster=ref_cluster, user=None, yaml_text=_large_yaml())
+    for key in ("p0", "d0"):
+        _process(small, key, role="prefill" if key == "p0" else "decode", instance=key)
+    for i in range(8):
+        _process(large, f"p{i}", role="prefill", instance=f"p{i}", node=f"big{i}")
+        for r in range(4):
+            _process(large, f"d{i}-dp{r}", role="decode", instance=f"d{i}", node=f"big{8 + i}")
+
+    small, large = Deployment.objects.select_related("cluster").filter(pk__in=(small.pk, large.pk)).order_by("-name")
+    # active revision, the plan (inventory facts twice and other deployments' run_dir), nodes + dies, processes, jobs
+    with django_assert_num_queries(10):
+        small_snap = topology_snapshot(small)
+    with django_assert_num_queries(10):
+        large_snap = topology_snapshot(large)
+
+    assert not small_snap["problems"] and not large_snap["problems"]
+    assert len(large_snap["nodes"]) == 17 and len(large_snap["instances"]) == 16
+    assert len([e for e in large_snap["edges"] if e["kind"] == "kv_transfer"]) == 64
