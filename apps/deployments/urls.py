@@ -9,6 +9,7 @@ urlpatterns = [
     path("new/", views.deployment_new, name="new"),
     path("<int:pk>/", views.deployment_detail, name="detail"),
     path("<int:pk>/edit/", views.deployment_edit, name="edit"),
+    path("<int:pk>/edit/form/", views.deployment_edit_form, name="edit-form"),
     path("<int:pk>/plan/", views.deployment_plan_page, name="plan"),
     path("<int:pk>/diff/", views.deployment_diff_page, name="diff"),
     path("<int:pk>/export/", views.deployment_export, name="export"),

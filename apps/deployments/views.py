@@ -13,6 +13,7 @@ from apps.inventory.models import Cluster
 from apps.jobs.models import Job
 from apps.ui.access import operator_required, viewer_required
 
+from .facts import cluster_facts
 from .logs import LogUnavailable, process_log_tail
 from .models import Deployment, Process, Revision
 from .planning import deployment_plan, plan_by_node, revision_diff
@@ -29,6 +30,7 @@ from .services import (
     revision_activate,
     revision_create,
 )
+from .spec_form import form_context, spec_form_save, state_from_post, state_from_spec
 from .topology import plan_to_text
 from .validation import RevisionInvalid, name_problem
 
@@ -144,6 +146,35 @@ def deployment_edit(request, pk):
     return render(request, "deployments/edit.html", {
         "deployment": deployment, "form": {"yaml_text": text, "comment": comment}, "problems": problems,
         "errors": {}}, status=400 if problems else 200)
+
+
+@operator_required
+def deployment_edit_form(request, pk):
+    """The same revision as the YAML editor would save, edited field by field; problems sit on their field."""
+    deployment = get_object_or_404(Deployment.objects.select_related("cluster"), pk=pk)
+    comment, activate = request.POST.get("comment", ""), request.POST.get("activate") == "on"
+    problems = []
+    if request.method != "POST":
+        base = deployment.active_revision
+        state = state_from_spec(base.spec if base else yaml.safe_load(NEW_TEMPLATE))
+    else:
+        state = state_from_post(request.POST)
+        if "add_instance" in request.POST:
+            state.add_instance_row()
+        elif "add_server" in request.POST:
+            state.add_server_row()
+        else:
+            revision, problems = spec_form_save(deployment=deployment, user=request.user, state=state,
+                                                comment=comment, activate=activate)
+            if revision is not None:
+                messages.success(request, f"revision {revision.number} saved" + (
+                    " and activated" if revision.is_active else " (not active: activate it to deploy)"))
+                return redirect("deployments:detail", pk=deployment.pk)
+    facts = cluster_facts(deployment.cluster)
+    context = form_context(state, problems, npu_nodes=sorted(n for n, f in facts.items() if f.npu_count),
+                           all_nodes=sorted(facts))
+    context.update(deployment=deployment, problems=problems, comment=comment, activate=activate)
+    return render(request, "deployments/edit_form.html", context, status=400 if problems else 200)
 
 
 @viewer_required
