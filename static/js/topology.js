@@ -1,0 +1,424 @@
+// Topology picture of a deployment: draws the read model (/deployments/<pk>/topology.json) as an SVG, in columns
+// by stage (client/proxy | Prefill nodes | Decode nodes) with the KV pool and store below. Re-fetches every 5 s
+// while a job of the deployment is pending or running, so the picture shows the state the job left behind.
+const NS = "http://www.w3.org/2000/svg";
+const POLL_MS = 5000;
+const WIDTH = 1350;
+const COLUMNS = {
+  front: { x: 16, w: 220 },
+  prefill: { x: 340, w: 400 },
+  decode: { x: 900, w: 410 },
+};
+const COLOUR = { green: "#1e8e3e", amber: "#c77700", red: "#c5221f", blue: "#1a73e8", grey: "#6b7280", purple: "#7c3aed" };
+const TINT = { green: "#e6f4ea", amber: "#fef3e0", red: "#fce8e6", blue: "#e8f0fe", grey: "#f3f4f6", purple: "#f3e8ff" };
+const ROLE_HUE = { prefill: 214, decode: 140 };
+const CELL_H = 26;
+const RANK_ROW = 17;
+
+const root = document.getElementById("topology");
+
+function el(tag, attrs = {}, parent = null) {
+  const node = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== null && v !== undefined) node.setAttribute(k, v);
+  if (parent) parent.appendChild(node);
+  return node;
+}
+
+function text(parent, x, y, str, attrs = {}) {
+  const t = el("text", { x, y, ...attrs }, parent);
+  t.textContent = str;
+  return t;
+}
+
+function tip(parent, str) {
+  el("title", {}, parent).textContent = str;
+}
+
+function ranges(ids) {
+  // [0,1,2,3,8] -> "0-3,8"
+  const out = [];
+  let start = null, prev = null;
+  for (const id of [...ids].sort((a, b) => a - b)) {
+    if (start === null) { start = prev = id; continue; }
+    if (id === prev + 1) { prev = id; continue; }
+    out.push(start === prev ? `${start}` : `${start}-${prev}`);
+    start = prev = id;
+  }
+  if (start !== null) out.push(start === prev ? `${start}` : `${start}-${prev}`);
+  return out.join(",");
+}
+
+const windowText = (w) => (w ? (w[0] === w[1] ? `${w[0]}` : `${w[0]}-${w[1]}`) : "—");
+
+// One colour per DP rank on a node: the role's hue, lightness stepping through the node's ranks in order.
+function rankColours(snapshot) {
+  const colours = new Map();
+  for (const node of snapshot.nodes) {
+    const ranks = [];
+    for (const inst of snapshot.instances.filter((i) => i.node === node.name)) {
+      for (const r of inst.ranks) ranks.push([inst, r]);
+    }
+    ranks.forEach(([inst, r], k) => {
+      const light = ranks.length > 1 ? 30 + (40 * k) / (ranks.length - 1) : 42;
+      colours.set(`${inst.name}/${r.dp_rank}`, { fill: `hsl(${ROLE_HUE[inst.role] ?? 270} 70% ${light}%)`, dark: light < 56 });
+    });
+  }
+  return colours;
+}
+
+// --- layout ------------------------------------------------------------------------------------------------
+
+function instanceHeight(inst) {
+  return 22 + inst.ranks.length * RANK_ROW + 6;
+}
+
+function nodeHeight(node, snapshot, hosted) {
+  let h = 40;
+  if (node.dies.length) h += Math.ceil(node.dies.length / 16) * (CELL_H + 4) + 8;
+  for (const inst of snapshot.instances.filter((i) => i.node === node.name)) h += instanceHeight(inst) + 6;
+  if (hosted.proxy) h += 34;
+  if (hosted.others.length) h += 16;
+  return h + 4;
+}
+
+function layout(snapshot) {
+  const boxes = new Map(); // id -> {x, y, w, h}
+  const placed = [];
+  const top = 16;
+  const bottoms = { front: top, prefill: top, decode: top };
+  const client = { x: COLUMNS.front.x + 30, y: top, w: COLUMNS.front.w - 60, h: 44 };
+  boxes.set("client", client);
+  bottoms.front = top + client.h + 56;
+  const order = { front: 0, services: 1, prefill: 2, decode: 3 };
+  const nodes = [...snapshot.nodes].sort((a, b) => order[a.column] - order[b.column]);
+  for (const node of nodes) {
+    const colName = node.column === "services" ? "front" : node.column;
+    const col = COLUMNS[colName];
+    const services = snapshot.services.filter((s) => s.node === node.name);
+    const hosted = { proxy: services.find((s) => s.role === "proxy"), others: services.filter((s) => s.role !== "proxy") };
+    const box = { x: col.x, y: bottoms[colName], w: col.w, h: nodeHeight(node, snapshot, hosted), node, hosted };
+    bottoms[colName] = box.y + box.h + 26;
+    placed.push(box);
+    let y = box.y + 40 + (node.dies.length ? Math.ceil(node.dies.length / 16) * (CELL_H + 4) + 8 : 0);
+    box.strip = { x: box.x + 10, y: box.y + 36 };
+    for (const inst of snapshot.instances.filter((i) => i.node === node.name)) {
+      const ib = { x: box.x + 10, y, w: box.w - 20, h: instanceHeight(inst), inst };
+      boxes.set(inst.id, ib);
+      y += ib.h + 6;
+    }
+    if (hosted.proxy) {
+      boxes.set(hosted.proxy.id, { x: box.x + 10, y, w: box.w - 20, h: 28, service: hosted.proxy });
+      y += 34;
+    }
+    box.hostedY = y + 10;
+  }
+  const bandTop = Math.max(...Object.values(bottoms)) + 50;
+  const stores = snapshot.services.filter((s) => s.role === "store");
+  const pool = snapshot.services.find((s) => s.role === "kv_pool");
+  const band = { top: bandTop, stores: null, pool: null };
+  if (stores.length) {
+    const col = COLUMNS.prefill;
+    band.stores = { x: col.x, y: bandTop, w: col.w, h: 74 };
+    const w = (col.w - 20 - (stores.length - 1) * 8) / stores.length;
+    stores.forEach((s, i) => boxes.set(s.id, { x: col.x + 10 + i * (w + 8), y: bandTop + 26, w, h: 40, service: s }));
+  }
+  if (pool) {
+    const col = COLUMNS.decode;
+    const b = { x: col.x + 40, y: bandTop, w: col.w - 80, h: 74, service: pool };
+    band.pool = b;
+    boxes.set(pool.id, b);
+  }
+  const height = bandTop + (stores.length || pool ? 90 : 0) + 10;
+  return { boxes, placed, band, height };
+}
+
+// --- drawing -----------------------------------------------------------------------------------------------
+
+function defs(svg) {
+  const d = el("defs", {}, svg);
+  for (const [id, colour] of [["req", "#334155"], ["kv", "#0f766e"], ["pool", COLOUR.purple]]) {
+    const m = el("marker", { id: `arrow-${id}`, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7,
+      orient: "auto-start-reverse" }, d);
+    el("path", { d: "M0,0 L10,5 L0,10 z", fill: colour }, m);
+  }
+}
+
+function drawNode(svg, box, snapshot, colours) {
+  const { node } = box;
+  const g = el("g", { class: "topo-node", "data-node": node.name, "data-column": node.column }, svg);
+  tip(g, `${node.name} ${node.address}\n${node.hardware_model || "hardware unknown"}${node.npu_model ? ` · ${node.npu_model}` : ""}`
+    + `\n${node.dies.length} NPU dies · ${node.reachability_label}\nprocesses: ${node.processes.join(", ")}`);
+  el("rect", { x: box.x, y: box.y, width: box.w, height: box.h, rx: 8, class: "node-box" }, g);
+  text(g, box.x + 10, box.y + 19, node.name, { class: "node-name" });
+  text(g, box.x + 10 + node.name.length * 8.6 + 8, box.y + 19, `${node.address} · ${node.hardware_model || "—"}`,
+    { class: "node-sub" });
+  el("circle", { cx: box.x + box.w - 14, cy: box.y + 14, r: 5, fill: COLOUR[node.reachability_colour] || COLOUR.grey,
+    class: "reach" }, g);
+  text(g, box.x + box.w - 24, box.y + 18, node.reachability_label.toLowerCase(), { class: "node-sub", "text-anchor": "end" });
+  if (node.dies.length) drawDies(g, box, node, colours);
+  for (const name of node.instances) {
+    const inst = snapshot.instances.find((i) => i.name === name);
+    drawInstance(g, inst, colours);
+  }
+  if (box.hosted.others.length) {
+    text(g, box.x + 10, box.hostedY, `also hosts: ${box.hosted.others.map((s) => `${s.key} :${s.ports[0]}`).join(", ")} (below)`,
+      { class: "node-sub" });
+  }
+}
+
+function drawDies(g, box, node, colours) {
+  const gapPair = 5, gapDie = 1;
+  const cellW = (box.w - 20 - 7 * gapPair - 8 * gapDie) / 16;
+  node.dies.forEach((die, i) => {
+    const row = Math.floor(i / 16), col = i % 16;
+    const x = box.strip.x + col * cellW + Math.floor(col / 2) * gapPair + Math.ceil(col / 2) * gapDie;
+    const y = box.strip.y + row * (CELL_H + 4);
+    const c = die.used_by ? colours.get(`${die.used_by.instance}/${die.used_by.dp_rank}`) : null;
+    const cell = el("g", { class: `die${die.ok ? "" : " bad"}${die.used_by ? " used" : ""}`, "data-logical-id": die.logical_id,
+      "data-used-by": die.used_by ? `${die.used_by.instance}/dp${die.used_by.dp_rank}` : "" }, g);
+    el("rect", { x, y, width: cellW, height: CELL_H, rx: 3, fill: c ? c.fill : "#eef1f5",
+      stroke: die.ok ? (c ? "none" : "#cbd5e1") : COLOUR.red, "stroke-width": die.ok ? 1 : 2.5 }, cell);
+    if (die.hbm_percent !== null) {
+      el("rect", { x: x + 2, y: y + CELL_H - 5, width: Math.max(0, (cellW - 4) * die.hbm_percent / 100), height: 3,
+        fill: c && c.dark ? "rgba(255,255,255,.85)" : "#1d4ed8", class: "hbm" }, cell);
+    }
+    text(cell, x + cellW / 2, y + 15, `${die.logical_id}`, { class: `die-id${c && c.dark ? " on-dark" : ""}`, "text-anchor": "middle" });
+    const hbm = die.hbm_percent === null ? "HBM not read" : `HBM ${die.hbm_percent}% (${die.hbm_used_mb}/${die.hbm_total_mb} MB)`;
+    tip(cell, `${node.name} die ${die.logical_id} (NPU ${die.npu_id} chip ${die.chip_id})\nhealth ${die.health ?? "not discovered"} · ${hbm}`
+      + `\n${die.used_by ? `used by ${die.used_by.instance} DP rank ${die.used_by.dp_rank} (${die.used_by.key})` : "free"}`);
+  });
+}
+
+function stateStyle(obj) {
+  const colour = obj.state ? (COLOUR[obj.state_colour] || COLOUR.grey) : "#9ca3af";
+  return { colour, tint: obj.state ? (TINT[obj.state_colour] || TINT.grey) : "#fafafa" };
+}
+
+let boxesNow = new Map();
+
+function drawInstance(parent, inst, colours) {
+  const b = boxesNow.get(inst.id);
+  const { colour, tint } = stateStyle(inst);
+  const g = el("g", { class: `topo-instance role-${inst.role}`, "data-instance": inst.name, "data-state": inst.state ?? "none" }, parent);
+  el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 6, fill: tint, stroke: colour, "stroke-width": 2,
+    "stroke-dasharray": inst.state ? null : "4 3" }, g);
+  text(g, b.x + 8, b.y + 15, `${inst.name}`, { class: "inst-name" });
+  text(g, b.x + 10 + inst.name.length * 8, b.y + 15,
+    `${inst.role} · TP${inst.tp} × DP${inst.dp}${inst.dp > 1 ? ` (${inst.dp_style})` : ""} · KV ${windowText(inst.kv_port_window)}`,
+    { class: "inst-sub" });
+  text(g, b.x + b.w - 8, b.y + 15, inst.state_label, { class: "state-label", fill: colour, "text-anchor": "end" });
+  tip(g, `${inst.name} (${inst.role}) on ${inst.node}: ${inst.state_label}`);
+  inst.ranks.forEach((r, k) => {
+    const y = b.y + 22 + k * RANK_ROW;
+    const row = el("g", { class: "rank", "data-key": r.key, "data-dp-rank": r.dp_rank }, g);
+    const c = colours.get(`${inst.name}/${r.dp_rank}`);
+    el("rect", { x: b.x + 8, y: y + 2, width: 12, height: 12, rx: 2, fill: c ? c.fill : "#ddd" }, row);
+    const rs = stateStyle(r);
+    el("circle", { cx: b.x + b.w - 12, cy: y + 8, r: 4.5, fill: rs.colour }, row);
+    text(row, b.x + 26, y + 12, `dp${r.dp_rank}  :${r.api_port}  dies ${ranges(r.devices)}  kv ${windowText(r.kv_port_window)}`
+      + (r.pid ? `  pid ${r.pid}` : ""), { class: "rank-text" });
+    tip(row, `${r.key} (DP rank ${r.dp_rank}) on ${r.address}\nstate: ${r.state_label}${r.state_detail ? ` — ${r.state_detail}` : ""}`
+      + `\npid: ${r.pid ?? "—"}${r.started_revision ? ` (started from r${r.started_revision})` : ""}`
+      + `\nports: ${r.ports.join(", ")} · KV side channel ${windowText(r.kv_port_window)}`
+      + `\ndevices (ASCEND_RT_VISIBLE_DEVICES): ${r.devices.join(",")}\nhealth: ${r.health_url ?? "—"}`);
+  });
+}
+
+function drawService(parent, s, b, label) {
+  const { colour, tint } = stateStyle(s);
+  const g = el("g", { class: `topo-service role-${s.role}`, "data-key": s.key, "data-state": s.state ?? "none" }, parent);
+  el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 6, fill: tint, stroke: colour, "stroke-width": 2,
+    "stroke-dasharray": s.state ? null : "4 3" }, g);
+  text(g, b.x + 8, b.y + 17, label, { class: "inst-name" });
+  text(g, b.x + b.w - 8, b.y + 17, s.state_label, { class: "state-label", fill: colour, "text-anchor": "end" });
+  if (b.h > 30) text(g, b.x + 8, b.y + 33, `${s.node} ${s.address}:${s.ports.join("/")}${s.pid ? ` · pid ${s.pid}` : ""}`, { class: "inst-sub" });
+  tip(g, `${s.key} (${s.role}) on ${s.node} ${s.address}\nstate: ${s.state_label}${s.state_detail ? ` — ${s.state_detail}` : ""}`
+    + `\npid: ${s.pid ?? "—"} · ports ${s.ports.join(", ")}\nhealth: ${s.health_url ?? "—"}`);
+}
+
+function drawBand(svg, lay, snapshot) {
+  const { band, boxes } = lay;
+  if (band.stores) {
+    const g = el("g", { class: "topo-store" }, svg);
+    const b = band.stores;
+    el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 8, class: "group-box" }, g);
+    const stores = snapshot.services.filter((s) => s.role === "store");
+    text(g, b.x + 10, b.y + 17, `AscendStore · memcache · ${stores.length} server${stores.length > 1 ? "s" : ""} · async KV backup from Prefill`,
+      { class: "group-title" });
+    for (const s of stores) drawService(g, s, boxes.get(s.id), s.key);
+  }
+  if (band.pool) {
+    const s = band.pool.service;
+    drawService(svg, s, band.pool, "KV pool · mooncake_master");
+  }
+}
+
+function path(svg, d, kind, edge, extra = {}) {
+  const g = el("g", { class: `edge ${kind}`, "data-kind": edge.kind, "data-source": edge.source, "data-target": edge.target }, svg);
+  el("path", { d, class: "edge-line", ...extra }, g);
+  tip(g, `${edge.source.replace(/^\w+:/, "")} → ${edge.target.replace(/^\w+:/, "")}: ${edge.label}`);
+  return g;
+}
+
+function curve(x1, y1, x2, y2) {
+  const dx = Math.max(40, (x2 - x1) / 2);
+  return `M${x1},${y1} C${x1 + dx},${y1} ${x2 - dx},${y2} ${x2},${y2}`;
+}
+
+function label(svg, x, y, str, anchor = "middle", cls = "edge-label") {
+  return text(svg, x, y, str, { class: cls, "text-anchor": anchor });
+}
+
+function drawEdges(svg, lay, snapshot) {
+  const { boxes, band } = lay;
+  const edges = snapshot.edges;
+  const layer = el("g", { class: "edges" }, svg);
+  const labels = el("g", { class: "edge-labels" });
+  // Request path.
+  for (const e of edges.filter((e) => e.kind === "request")) {
+    const a = boxes.get(e.source), b = boxes.get(e.target);
+    if (!a || !b) continue;
+    if (e.source === "client") {
+      const x = a.x + a.w / 2;
+      path(layer, `M${x},${a.y + a.h} L${x},${b.y - 2}`, "request", e, { "marker-end": "url(#arrow-req)" });
+      label(labels, x + 8, (a.y + a.h + b.y) / 2 + 4, e.label, "start");
+    } else {
+      const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x - 2, y2 = b.y + 14;
+      path(layer, curve(x1, y1, x2, y2), "request", e, { "marker-end": "url(#arrow-req)" });
+    }
+  }
+  const proxyEdges = edges.filter((e) => e.kind === "request" && e.source !== "client");
+  if (proxyEdges.length) {
+    const a = boxes.get(proxyEdges[0].source);
+    if (a) label(labels, a.x + a.w + 6, a.y - 6, "requests → Prefill", "start");
+  }
+  // KV hand-over P -> D: ports spread along each box side so the pairs stay apart.
+  const kv = edges.filter((e) => e.kind === "kv_transfer");
+  const outs = new Map(), ins = new Map();
+  for (const e of kv) {
+    if (!outs.has(e.source)) outs.set(e.source, []);
+    if (!ins.has(e.target)) ins.set(e.target, []);
+    outs.get(e.source).push(e);
+    ins.get(e.target).push(e);
+  }
+  const spread = (b, k, n) => b.y + 24 + ((b.h - 32) * (k + 0.5)) / n;
+  for (const e of kv) {
+    const a = boxes.get(e.source), b = boxes.get(e.target);
+    if (!a || !b) continue;
+    const o = outs.get(e.source), i = ins.get(e.target);
+    const y1 = spread(a, o.indexOf(e), o.length), y2 = spread(b, i.indexOf(e), i.length);
+    path(layer, curve(a.x + a.w, y1, b.x - 2, y2), "kv", e, { "marker-end": "url(#arrow-kv)" });
+  }
+  for (const [id, list] of outs) {
+    const a = boxes.get(id);
+    if (a) label(labels, a.x + a.w + 24, a.y + 12, `KV out ${windowText(list[0].source_window)}`, "start", "edge-label kv");
+  }
+  for (const [id, list] of ins) {
+    const b = boxes.get(id);
+    if (b) label(labels, b.x - 24, b.y + 12, `KV in ${windowText(list[0].target_window)}`, "end", "edge-label kv");
+  }
+  // P -> store (async backup) and P/D -> KV pool: lanes beside the columns, then along the band's top.
+  const laneOf = (source, kind) => {
+    const b = boxes.get(source);
+    const isDecode = b && b.inst && b.inst.role === "decode";
+    if (isDecode) return { x: COLUMNS.decode.x + COLUMNS.decode.w + 18, from: b.x + b.w };
+    return { x: COLUMNS.prefill.x - (kind === "kv_pool" ? 34 : 18), from: b ? b.x : 0 };
+  };
+  const busY = { kv_backup: band.top - 14, kv_pool: band.top - 30 };
+  for (const e of edges.filter((e) => e.kind === "kv_backup" || e.kind === "kv_pool")) {
+    const a = boxes.get(e.source), b = boxes.get(e.target);
+    if (!a || !b) continue;
+    const lane = laneOf(e.source, e.kind);
+    const y1 = a.y + a.h - (e.kind === "kv_pool" ? 8 : 16);
+    const tx = e.kind === "kv_pool" ? b.x + b.w / 2 : b.x + b.w / 2;
+    const d = `M${lane.from},${y1} L${lane.x},${y1} L${lane.x},${busY[e.kind]} L${tx},${busY[e.kind]} L${tx},${b.y - 2}`;
+    path(layer, d, e.kind === "kv_pool" ? "pool" : "backup", e, { "marker-end": "url(#arrow-pool)" });
+  }
+  if (band.stores) label(labels, band.stores.x + band.stores.w - 6, busY.kv_backup - 4, "async backup (P → store)", "end", "edge-label pool");
+  if (band.pool) label(labels, band.pool.x + band.pool.w / 2 + 8, busY.kv_pool - 4, "P/D ↔ KV pool (Mooncake)", "start", "edge-label pool");
+  svg.appendChild(labels);
+}
+
+function draw(snapshot) {
+  const holder = root.querySelector(".topology-canvas");
+  holder.replaceChildren();
+  if (!snapshot.nodes.length) return;
+  const lay = layout(snapshot);
+  boxesNow = lay.boxes;
+  const colours = rankColours(snapshot);
+  const svg = el("svg", { viewBox: `0 0 ${WIDTH} ${lay.height}`, width: "100%", role: "img", class: "topology-svg",
+    "aria-label": `Topology of ${snapshot.deployment.name}` });
+  defs(svg);
+  const c = lay.boxes.get("client");
+  const cg = el("g", { class: "topo-client" }, svg);
+  el("rect", { x: c.x, y: c.y, width: c.w, height: c.h, rx: 22, class: "client-box" }, cg);
+  text(cg, c.x + c.w / 2, c.y + 19, "client", { class: "inst-name", "text-anchor": "middle" });
+  text(cg, c.x + c.w / 2, c.y + 35, snapshot.client && snapshot.client.node ? `${snapshot.client.node} ${snapshot.client.address ?? ""}` : "AISBench / users",
+    { class: "inst-sub", "text-anchor": "middle" });
+  for (const box of lay.placed) drawNode(svg, box, snapshot, colours);
+  for (const box of lay.placed) {
+    if (box.hosted.proxy) {
+      const s = box.hosted.proxy;
+      drawService(svg, s, lay.boxes.get(s.id), `proxy :${s.ports[0]}`);
+    }
+  }
+  drawBand(svg, lay, snapshot);
+  drawEdges(svg, lay, snapshot);
+  holder.appendChild(svg);
+}
+
+function showProblems(snapshot) {
+  const box = root.querySelector(".topology-problems");
+  box.replaceChildren();
+  if (!snapshot.problems.length) { box.hidden = true; return; }
+  box.hidden = false;
+  const head = document.createElement("p");
+  head.textContent = snapshot.nodes.length
+    ? "The active revision does not validate now; drawn as planned with every die counted healthy:"
+    : snapshot.revision ? "The active revision cannot be planned:" : "No active revision:";
+  const list = document.createElement("ul");
+  for (const p of snapshot.problems) {
+    const li = document.createElement("li");
+    li.textContent = `${p.instance ? `${p.instance}: ` : ""}${p.message}${p.suggestion ? ` — ${p.suggestion}` : ""}`;
+    list.appendChild(li);
+  }
+  box.append(head, list);
+}
+
+let lastBody = "";
+let timer = null;
+
+async function refresh() {
+  const status = root.querySelector(".topology-status");
+  let snapshot;
+  try {
+    const resp = await fetch(root.dataset.url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    const body = await resp.text();
+    snapshot = JSON.parse(body);
+    if (body !== lastBody) {
+      lastBody = body;
+      showProblems(snapshot);
+      draw(snapshot);
+    }
+  } catch (err) {
+    status.textContent = `could not load the topology (${err.message}); retrying`;
+    timer = setTimeout(refresh, POLL_MS * 2);
+    return;
+  }
+  const job = snapshot.active_job;
+  const when = new Date().toLocaleTimeString();
+  const rev = snapshot.revision ? `r${snapshot.revision.number}` : "no revision";
+  status.textContent = `${rev}${snapshot.profile ? ` · ${snapshot.profile}` : ""} · read ${when}`
+    + (job ? ` · job #${job.id} (${job.kind}) ${job.status}: refreshing every ${POLL_MS / 1000} s` : "");
+  root.dataset.state = job ? "watching" : "idle";
+  root.dataset.loaded = "1";
+  clearTimeout(timer);
+  if (job) timer = setTimeout(refresh, POLL_MS);
+}
+
+if (root) {
+  refresh();
+  // Back from the job page, or a tab left open: read again when the page is shown.
+  document.addEventListener("visibilitychange", () => { if (!document.hidden && root.dataset.state !== "watching") refresh(); });
+}
