@@ -9,6 +9,7 @@ from django.db.models import Q
 
 from apps.audit.registry import audited
 from apps.inventory.models import Cluster, Node, name_validator
+from apps.inventory.secrets import EncryptedTextField
 
 from .choices import PROCESS_STATE_COLOUR, ROLE_COLOUR, ProcessState
 
@@ -22,8 +23,8 @@ class Deployment(models.Model):
     name = models.CharField(max_length=63, unique=True, validators=[name_validator])
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="deployments")
     description = models.TextField(blank=True)
-    proxy_admin_token = models.CharField(
-        max_length=100, default=new_admin_token, editable=False,
+    proxy_admin_token = EncryptedTextField(
+        default=new_admin_token, editable=False,
         help_text="Bearer token of the proxy's admin API (drain/undrain); written to a 0600 file on the proxy node.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
