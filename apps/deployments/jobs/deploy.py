@@ -1,0 +1,88 @@
+"""The deploy job: reconcile the nodes with the revision's plan. Stops recorded processes the plan no longer has,
+keeps those that already run with the same command, replaces changed ones, starts the rest stage by stage with a
+health gate, then sends one completion through the proxy."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from apps.jobs.choices import JobKind
+from apps.jobs.context import JobContext
+from apps.jobs.registry import job_handler
+
+from ..choices import ProcessState
+from ..planning import fingerprint
+from .run import DeploymentRun, guarded, item_of, item_of_row
+
+
+@job_handler(JobKind.DEPLOY)
+def deploy(ctx: JobContext) -> None:
+    run = DeploymentRun(ctx)
+    guarded(run, lambda: _deploy(run))
+
+
+def _deploy(run: DeploymentRun) -> None:
+    ctx, plan = run.ctx, run.plan
+    planned = {p.key: p for p in plan.processes}
+    unwanted = [item_of_row(r) for k, r in run.rows.items()
+                if k not in planned and r.state != ProcessState.STOPPED]
+    steps = Counter()
+    for p in plan.processes:
+        steps[p.node] += 2 if p.health_url else 1
+    for i in unwanted:
+        steps[i.node] += 1
+    proxy = next(p for p in plan.processes if p.role == "proxy")
+    steps[proxy.node] += 1
+    for n in steps:
+        steps[n] += 1  # connect
+    run.planned_steps(steps)
+    run.connect(list(steps))
+    ctx.check_cancel()
+
+    ctx.step(f"reading the state of {len(planned)} planned and {len(unwanted)} no longer wanted processes")
+    actual = run.states([item_of(p) for p in plan.processes] + unwanted)
+    gone = [i for i in unwanted if actual[i.key][0] == "running"]
+    for i in unwanted:
+        if i not in gone:
+            run.mark(i.key, ProcessState.STOPPED, "not running when the deploy looked")
+            run.progress(i.node, f"{i.key} already stopped")
+    if gone:
+        failures = run.stop(gone, why=f"not in revision r{run.revision.number}")
+        if failures:
+            i, why = failures[0]
+            run.fail(i.node, f"step 'stop unwanted {i.key}' failed on {i.node}: {why}")
+    kept, replaced = [], []
+    for stage in plan.stages:
+        ctx.check_cancel()
+        to_start, to_replace = [], []
+        for p in stage.processes:
+            state, pid, _ = actual[p.key]
+            row = run.rows.get(p.key)
+            if state == "running" and row and row.fingerprint == fingerprint(p):
+                kept.append(p.key)
+                ctx.log(f"{p.key} already runs as wanted (pid {pid}): kept", node=p.node)
+                if row.state != ProcessState.RUNNING:
+                    run.record(p, pid, ProcessState.RUNNING)
+                run.progress(p.node, f"kept {p.key}")
+            elif state == "running":
+                to_replace.append(p)
+            else:
+                to_start.append(p)
+        if to_replace:
+            replaced += [p.key for p in to_replace]
+            failures = run.stop([item_of(p) for p in to_replace], why="its command changed")
+            if failures:
+                i, why = failures[0]
+                run.fail(i.node, f"step 'stop {i.key}' failed on {i.node}: {why}")
+        ctx.step(f"stage {stage.name}: starting {len(to_start) + len(to_replace)}, keeping "
+                 f"{len(stage.processes) - len(to_start) - len(to_replace)}")
+        run.start(to_start + to_replace)
+        ctx.check_cancel()
+        run.wait_healthy(list(stage.processes))
+    answer = run.probe(proxy)
+    ctx.log(f"probe answer: {answer!r}", node=proxy.node)
+    run.done(steps)
+    ctx.summary = (f"r{run.revision.number} deployed: {len(planned)} processes ({len(run.started)} started"
+                   f"{f', {len(replaced)} replaced' if replaced else ''}, {len(kept)} kept"
+                   f"{f', {len(gone)} stopped' if gone else ''}); the proxy answered a completion: {answer!r}")
+

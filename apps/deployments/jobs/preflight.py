@@ -1,0 +1,112 @@
+"""The preflight job: on every node of the plan, check SSH, the binaries on the login PATH, that the planned ports
+are free, the free disk for run_dir, and that the planned NPUs are present, healthy and not busy."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from apps.inventory.npu_smi import NpuSmiParseError, npu_smi_parse_info
+from apps.jobs.choices import JobKind, NodeStepState
+from apps.jobs.context import JobContext, JobFailed
+from apps.jobs.registry import job_handler
+
+from .. import remote
+from ..choices import ProcessState
+from ..topology import PlannedProcess
+from .run import DeploymentRun
+
+
+@job_handler(JobKind.PREFLIGHT)
+def preflight(ctx: JobContext) -> None:
+    run = DeploymentRun(ctx)
+    try:
+        _preflight(run)
+    finally:
+        run.close()
+
+
+MIN_FREE_KIB = 1024 * 1024  # 1 GiB for logs
+
+
+def _preflight(run: DeploymentRun) -> None:
+    ctx, plan = run.ctx, run.plan
+    by_node: dict[str, list[PlannedProcess]] = {}
+    for p in plan.processes:
+        by_node.setdefault(p.node, []).append(p)
+    run.planned_steps(Counter({n: 2 for n in by_node}))
+    run.connect(list(by_node))
+    own = {r.key: r for r in run.rows.values() if r.state == ProcessState.RUNNING}
+    scripts = []
+    for node, procs in by_node.items():
+        binaries = sorted({p.launch.argv[0] for p in procs} | {"curl"})
+        npu = any(p.role in ("prefill", "decode") for p in procs)
+        if npu:
+            binaries.append("npu-smi")
+        scripts.append((node, remote.preflight_script(binaries=binaries, run_dir=run.spec.run_dir, npu=npu)))
+    problems: list[str] = []
+    for (node, _), o in zip(scripts, run.fleet.run_many(scripts, timeout=60), strict=True):
+        mine = []
+        if o.error:
+            mine.append(o.error)
+        else:
+            sections = remote.split_sections(o.result.stdout)
+            mine += [f"`{line.split()[1]}` is not on the login PATH" for line in sections.get("binaries", "").splitlines()
+                     if line.startswith("missing ")]
+            address = run.nodes[node].address
+            listening = remote.listening_ports(sections.get("ports", ""), address)
+            if sections.get("ports", "").strip() == "ss-missing":
+                mine.append("`ss` is missing: cannot check ports")
+            for p in by_node[node]:
+                wanted = set(p.ports)
+                if p.kv_port_window:
+                    wanted |= set(range(p.kv_port_window[0], p.kv_port_window[1] + 1))
+                busy = sorted(wanted & listening)
+                if busy and p.key not in own:
+                    mine.append(f"ports {busy} of {p.key} are already in use on {address}")
+            df = sections.get("disk", "").split()
+            if len(df) >= 4 and df[3].isdigit():
+                if int(df[3]) < MIN_FREE_KIB:
+                    mine.append(f"only {int(df[3]) // 1024} MiB free for {run.spec.run_dir} (need 1024 MiB)")
+            else:
+                mine.append(f"cannot read free disk space for {run.spec.run_dir}: {' '.join(df) or 'no output'}")
+            if "npu" in sections:
+                mine += _npu_problems(sections["npu"], by_node[node], own)
+        if mine:
+            ctx.node_state(node, NodeStepState.FAILED, "; ".join(mine)[:500])
+            for m in mine:
+                ctx.log(m, node=node, stream="error")
+            problems += [f"{node}: {m}" for m in mine]
+        else:
+            ctx.log("binaries, ports, disk" + (", NPUs" if "npu" in sections else "") + " ok", node=node)
+            ctx.node_state(node, NodeStepState.DONE, "all checks passed", step_done=True)
+    if problems:
+        raise JobFailed(f"preflight found {len(problems)} problems: " + "; ".join(problems))
+    ctx.summary = f"preflight passed on {len(by_node)} nodes: SSH, host keys, binaries, ports, disk, NPUs"
+
+
+def _npu_problems(text, procs, own) -> list[str]:
+    try:
+        info = npu_smi_parse_info(text)
+    except NpuSmiParseError as exc:
+        return [f"cannot read `npu-smi info`: {exc}"]
+    out = []
+    own_pids = {r.pid for r in own.values() if r.pid}
+    by_logical = {d.logical_id: d for d in info.dies}
+    chip_to_logical = {(d.npu_id, d.chip_id): d.logical_id for d in info.dies}
+    users: dict[int, list] = {}
+    for proc in info.processes:
+        users.setdefault(chip_to_logical.get((proc.npu_id, proc.chip_id), -1), []).append(proc)
+    for p in procs:
+        devices = p.launch.env.get("ASCEND_RT_VISIBLE_DEVICES", "")
+        for d in (int(x) for x in devices.split(",") if x.strip().isdigit()):
+            die = by_logical.get(d)
+            if die is None:
+                out.append(f"{p.key}: NPU {d} is not present")
+                continue
+            if die.health.strip().upper() != "OK":
+                out.append(f"{p.key}: NPU {d} health is {die.health}")
+            others = [u for u in users.get(d, []) if u.pid not in own_pids]
+            if others:
+                u = others[0]
+                out.append(f"{p.key}: NPU {d} is busy (pid {u.pid} {u.name}, {u.memory_mb} MB)")
+    return out

@@ -1,0 +1,315 @@
+"""One job run on a deployment: what every handler shares. It loads the revision and renders its plan, then
+connects, reads each process's state from its pid file, starts and stops processes stage by stage, waits for
+health, probes through the proxy, records Process rows and reports per-node progress; `guarded` stops what the
+run started when it fails or is canceled (unless params.keep_on_failure)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+from apps.jobs.choices import NodeStepState
+from apps.jobs.context import JobCanceled, JobContext, JobFailed
+from apps.jobs.ssh import stop_command, tail_command
+
+from .. import remote
+from ..choices import ROLE_ORDER, ProcessState
+from ..executor import Fleet, NodeFailure
+from ..facts import cluster_nodes
+from ..models import Deployment, Process, Revision
+from ..planning import (
+    admin_header_path,
+    admin_token_path,
+    fingerprint,
+    render_plan,
+    revision_spec,
+    start_line,
+)
+from ..topology import PlannedProcess
+from ..validation import RevisionInvalid
+
+START_TIMEOUT = 30
+TAIL_LINES = 15
+PROBE_ATTEMPTS_SECONDS = 20
+
+
+@dataclass
+class Item:
+    """Something to act on by pid file: a planned process, or a recorded one the plan no longer has."""
+
+    key: str
+    node: str
+    role: str
+    pid_file: str
+    log_path: str
+    health_url: str | None = None
+
+
+def item_of(p: PlannedProcess) -> Item:
+    return Item(p.key, p.node, p.role, str(p.launch.pid_file), str(p.launch.log_file), p.health_url)
+
+
+def item_of_row(row: Process) -> Item:
+    return Item(row.key, row.node_name, row.role, row.pid_file, row.log_path, row.health_url or None)
+
+
+def stage_rank(role: str) -> int:
+    return ROLE_ORDER.index(role) if role in ROLE_ORDER else len(ROLE_ORDER)
+
+
+class DeploymentRun:
+    def __init__(self, ctx: JobContext, *, strict: bool = True):
+        self.ctx = ctx
+        self.params = ctx.job.params
+        self.deployment = Deployment.objects.select_related("cluster").get(pk=ctx.job.target_id)
+        self.revision = Revision.objects.filter(pk=self.params.get("revision")).first()
+        if self.revision is None:
+            raise JobFailed("the revision this job was started for no longer exists")
+        self.spec = revision_spec(self.revision)
+        self.plan = None
+        try:
+            self.plan = render_plan(self.spec, self.deployment.cluster, deployment_id=self.deployment.pk)
+        except RevisionInvalid as exc:
+            text = "; ".join(map(str, exc.problems))
+            if strict:
+                raise JobFailed(f"revision r{self.revision.number} does not validate against the inventory now: "
+                                f"{text}") from None
+            ctx.log(f"revision r{self.revision.number} does not validate now ({text}); acting on the recorded "
+                    "processes only", stream="stderr")
+        self.nodes = cluster_nodes(self.deployment.cluster)
+        self.fleet = Fleet(ctx, self.nodes, max_parallel=self.params.get("max_parallel", 8))
+        self.rows = {r.key: r for r in self.deployment.processes.all()}
+        self.started: list[PlannedProcess] = []
+        self.keep = bool(self.params.get("keep_on_failure"))
+        self.failed_nodes: set[str] = set()
+
+    # --- progress ----------------------------------------------------------------------------------------
+    def planned_steps(self, steps: Counter) -> None:
+        self.ctx.nodes_planned(dict(steps))
+
+    def progress(self, node: str, message: str) -> None:
+        self.ctx.node_state(node, NodeStepState.RUNNING, message, step_done=True)
+
+    def fail(self, node: str, message: str, *, item: Item | None = None) -> None:
+        tail = self.tail(item) if item else ""
+        self.failed_nodes.add(node)
+        self.ctx.node_state(node, NodeStepState.FAILED, message[:500])
+        if tail:
+            message += f"\nlast log lines of {item.key} ({item.log_path} on {node}):\n{tail}"
+        raise JobFailed(message)
+
+    def tail(self, item: Item) -> str:
+        try:
+            result = self.fleet.run(item.node, tail_command(item.log_path, TAIL_LINES), timeout=15)
+        except NodeFailure as exc:
+            return f"(could not read the log: {exc})"
+        text = (result.stdout or result.stderr).rstrip()
+        for line in text.splitlines():
+            self.ctx.log(line, node=item.node, stream="stderr")
+        return text
+
+    # --- nodes -------------------------------------------------------------------------------------------
+    def connect(self, names: list[str]) -> None:
+        names = list(dict.fromkeys(names))
+        self.ctx.step(f"connecting to {len(names)} nodes: {', '.join(names)}")
+        outcomes = self.fleet.run_many([(n, "true") for n in names], timeout=20)
+        bad = [o for o in outcomes if o.error or not o.ok]
+        for o in bad:
+            self.ctx.node_state(o.node, NodeStepState.FAILED, (o.error or "`true` failed")[:500])
+        for o in outcomes:
+            if o not in bad:
+                self.progress(o.node, "connected")
+        if bad:
+            raise JobFailed("connect failed before anything was started or stopped: "
+                            + "; ".join(f"{o.node}: {o.error or 'true exited non-zero'}" for o in bad))
+
+    # --- reading state -----------------------------------------------------------------------------------
+    def states(self, items: list[Item], *, probe: bool = False) -> dict[str, tuple[str, int | None, bool | None]]:
+        pairs = [(i.node, remote.check_command(i.pid_file, i.health_url if probe else None)) for i in items]
+        out = {}
+        for item, o in zip(items, self.fleet.run_many(pairs, timeout=20, quiet=True), strict=True):
+            if o.error:
+                self.fail(item.node, f"reading the state of {item.key} on {item.node} failed: {o.error}")
+            try:
+                out[item.key] = remote.parse_check(o.result.stdout)
+            except ValueError as exc:
+                self.fail(item.node, f"reading the state of {item.key} on {item.node}: {exc}")
+        return out
+
+    # --- start / stop ------------------------------------------------------------------------------------
+    def record(self, p: PlannedProcess, pid: int | None, state: ProcessState, detail: str = "") -> Process:
+        now = timezone.now()
+        node = self.nodes.get(p.node)
+        defaults = dict(revision=self.revision, node=node, node_name=p.node, role=p.role, instance=p.instance or "",
+                        address=p.address, ports=list(p.ports), health_url=p.health_url or "", pid=pid,
+                        command=start_line(p), fingerprint=fingerprint(p), log_path=str(p.launch.log_file),
+                        pid_file=str(p.launch.pid_file), state=state, state_detail=detail, last_job=self.ctx.job)
+        if state == ProcessState.RUNNING:
+            defaults.update(started_at=now, stopped_at=None)
+        row, _ = Process.objects.update_or_create(deployment=self.deployment, key=p.key, defaults=defaults)
+        self.rows[p.key] = row
+        return row
+
+    def mark(self, key: str, state: ProcessState, detail: str = "") -> None:
+        row = self.rows.get(key)
+        if row is None:
+            return
+        row.state, row.state_detail, row.last_job = state, detail[:2000], self.ctx.job
+        if state == ProcessState.STOPPED:
+            row.stopped_at = timezone.now()
+        row.save(update_fields=["state", "state_detail", "last_job", "stopped_at", "updated"])
+
+    def start(self, procs: list[PlannedProcess]) -> None:
+        if not procs:
+            return
+        if any(p.role == "proxy" for p in procs):
+            self.write_admin_token(next(p for p in procs if p.role == "proxy").node)
+        for p in procs:
+            self.ctx.step(f"start {p.key} ({p.role}) on {p.node}: {' '.join(p.launch.argv[:3])} ...", node=p.node)
+        outcomes = self.fleet.run_many([(p.node, start_line(p)) for p in procs], timeout=START_TIMEOUT)
+        failed = None
+        for p, o in zip(procs, outcomes, strict=True):
+            if o.ok:
+                last = (o.result.stdout.strip().splitlines() or [""])[-1]
+                pid = int(last) if last.isdigit() else None
+                self.started.append(p)
+                self.record(p, pid, ProcessState.RUNNING)
+                self.ctx.log(f"{p.key} started, pid {pid}", node=p.node)
+                self.progress(p.node, f"started {p.key}")
+            elif failed is None:
+                why = o.error or f"exit {o.result.exit_status}: {o.result.stderr.strip()[-500:]}"
+                failed = (p, why)
+        if failed:
+            p, why = failed
+            self.record(p, None, ProcessState.FAILED, why)
+            self.fail(p.node, f"step 'start {p.key}' failed on {p.node}: {why}", item=item_of(p))
+
+    def write_admin_token(self, node: str) -> None:
+        token = self.deployment.proxy_admin_token
+        secrets_dir = str(admin_token_path(self.spec).parent)
+        result = self.fleet.run(node, f"umask 077; mkdir -p -- {remote.q(secrets_dir)}", timeout=15)
+        if not result.ok:
+            self.fail(node, f"cannot create {secrets_dir} on {node}: {result.stderr.strip()}")
+        self.fleet.put_text(node, str(admin_token_path(self.spec)), token + "\n", mode=0o600)
+        self.fleet.put_text(node, str(admin_header_path(self.spec)), f"Authorization: Bearer {token}\n", mode=0o600)
+
+    def stop(self, items: list[Item], *, why: str, progress: bool = True) -> list[tuple[Item, str]]:
+        """Stops items stage by stage, backwards (proxy first). Returns (item, reason) for those it could not stop."""
+        grace = self.params.get("stop_grace", 10)
+        failures = []
+        for rank in sorted({stage_rank(i.role) for i in items}, reverse=True):
+            group = [i for i in items if stage_rank(i.role) == rank]
+            for i in group:
+                self.ctx.step(f"stop {i.key} on {i.node} ({why})", node=i.node)
+            outcomes = self.fleet.run_many([(i.node, stop_command(i.pid_file, grace)) for i in group],
+                                           timeout=grace + 20)
+            for i, o in zip(group, outcomes, strict=True):
+                if o.ok:
+                    said = o.result.stdout.strip() or "stopped"
+                    self.ctx.log(f"{i.key}: {said}", node=i.node)
+                    self.mark(i.key, ProcessState.STOPPED, said)
+                    if progress:
+                        self.progress(i.node, f"stopped {i.key}")
+                else:
+                    reason = o.error or (o.result.stderr.strip() or f"exit {o.result.exit_status}")
+                    self.mark(i.key, ProcessState.UNKNOWN, f"stop failed: {reason}")
+                    failures.append((i, reason))
+        return failures
+
+    def cleanup_started(self, reason: str) -> None:
+        if not self.started:
+            return
+        keys = ", ".join(p.key for p in self.started)
+        if self.keep:
+            self.ctx.log(f"keep_on_failure: leaving what this job started running for debugging: {keys}",
+                         stream="stderr")
+            return
+        self.ctx.step(f"{reason}: stopping the {len(self.started)} processes this job started ({keys})")
+        failures = self.stop([item_of(p) for p in reversed(self.started)], why="cleanup", progress=False)
+        for item, why in failures:
+            self.ctx.log(f"could not stop {item.key} on {item.node}: {why}; it may still run", node=item.node,
+                         stream="error")
+        for node in dict.fromkeys(p.node for p in self.started):
+            if node not in self.failed_nodes:
+                self.ctx.node_state(node, NodeStepState.SKIPPED, f"{reason}: what this job started here was stopped")
+
+    # --- health ------------------------------------------------------------------------------------------
+    def wait_healthy(self, procs: list[PlannedProcess]) -> None:
+        timeout = self.params.get("health_timeout", 120)
+        pending = {p.key: p for p in procs if p.health_url}
+        if not pending:
+            return
+        self.ctx.step(f"waiting up to {timeout}s for {len(pending)} processes to answer their health check")
+        deadline = time.monotonic() + timeout
+        delay = 0.1
+        while pending:
+            self.ctx.check_cancel()
+            items = [item_of(p) for p in pending.values()]
+            for key, (state, pid, healthy) in self.states(items, probe=True).items():
+                p = pending[key]
+                if state != "running":
+                    detail = f"exited before it became healthy ({state}{f' pid {pid}' if pid else ''})"
+                    self.mark(key, ProcessState.FAILED, detail)
+                    self.fail(p.node, f"step 'wait healthy' failed on {p.node}: {p.key} {detail}", item=item_of(p))
+                if healthy:
+                    del pending[key]
+                    self.ctx.log(f"{key} healthy ({p.health_url})", node=p.node)
+                    self.progress(p.node, f"{key} healthy")
+            if pending and time.monotonic() > deadline:
+                first = next(iter(pending.values()))
+                self.mark(first.key, ProcessState.FAILED, f"not healthy after {timeout}s")
+                self.fail(first.node, f"step 'wait healthy' timed out on {first.node}: {', '.join(pending)} did "
+                          f"not answer {first.health_url} within {timeout}s", item=item_of(first))
+            if pending:
+                time.sleep(delay)
+                delay = min(delay * 1.5, 0.5)
+
+    def probe(self, proxy: PlannedProcess) -> str:
+        model = self.spec.model.served_name
+        self.ctx.step(f"probe: one /v1/completions request for {model} through the proxy", node=proxy.node)
+        command = remote.completion_probe_command(address=proxy.address, port=proxy.ports[0], model=model)
+        deadline = time.monotonic() + PROBE_ATTEMPTS_SECONDS
+        while True:
+            self.ctx.check_cancel()
+            result = self.fleet.run(proxy.node, command, timeout=90)
+            code, body = remote.split_http(result.stdout)
+            if result.ok and code == 200:
+                try:
+                    text = json.loads(body)["choices"][0]["text"]
+                except (ValueError, KeyError, IndexError, TypeError):
+                    self.fail(proxy.node, f"step 'probe' on {proxy.node}: the proxy answered 200 but not a completion: "
+                              f"{body[:300]}")
+                self.progress(proxy.node, "probe answered")
+                return text
+            if time.monotonic() > deadline:
+                self.fail(proxy.node, f"step 'probe' failed on {proxy.node}: HTTP {code or 'none'} "
+                          f"{(body or result.stderr).strip()[:300]}", item=item_of(proxy))
+            time.sleep(1)
+
+    def done(self, nodes, message: str = "done") -> None:
+        for n in dict.fromkeys(nodes):
+            self.ctx.node_state(n, NodeStepState.DONE, message)
+
+    def close(self) -> None:
+        self.fleet.close()
+
+
+def guarded(run: DeploymentRun, body) -> None:
+    """Runs body; on any failure or cancel, stops what this job started (unless keep_on_failure)."""
+    try:
+        body()
+    except JobCanceled:
+        run.cleanup_started("canceled")
+        raise
+    except JobFailed:
+        run.cleanup_started("failed")
+        raise
+    except Exception:
+        run.cleanup_started("internal error")
+        raise
+    finally:
+        run.close()

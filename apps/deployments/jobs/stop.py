@@ -1,0 +1,66 @@
+"""The stop job: stop every process the plan names or a row records as not stopped, proxy first. Runs even when
+the revision no longer validates, and tells which processes may still run on nodes it could not reach."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from apps.jobs.choices import JobKind, NodeStepState
+from apps.jobs.context import JobContext, JobFailed
+from apps.jobs.registry import job_handler
+
+from ..choices import ProcessState
+from .run import DeploymentRun, item_of, item_of_row
+
+
+@job_handler(JobKind.STOP)
+def stop(ctx: JobContext) -> None:
+    run = DeploymentRun(ctx, strict=False)
+    try:
+        _stop(run)
+    finally:
+        run.close()
+
+
+def _stop(run: DeploymentRun) -> None:
+    ctx = run.ctx
+    items = {}
+    # Every pid file the plan names (a worker that died after a start left no row, but left the pid file) ...
+    for p in (run.plan.processes if run.plan else ()):
+        items[p.key] = item_of(p)
+    # ... and every recorded process of any revision that is not known to be stopped.
+    for key, row in run.rows.items():
+        if key not in items and row.state != ProcessState.STOPPED:
+            items[key] = item_of_row(row)
+    items = list(items.values())
+    if not items:
+        ctx.summary = "nothing to stop: no process recorded or planned"
+        return
+    steps = Counter(i.node for i in items)
+    for n in steps:
+        steps[n] += 1
+    run.planned_steps(steps)
+    reachable = []
+    outcomes = run.fleet.run_many([(n, "true") for n in steps], timeout=20)
+    unreachable = {o.node: o.error or "failed" for o in outcomes if not o.ok}
+    for o in outcomes:
+        if o.ok:
+            reachable.append(o.node)
+            run.progress(o.node, "connected")
+        else:
+            ctx.node_state(o.node, NodeStepState.FAILED, unreachable[o.node][:500])
+    todo = [i for i in items if i.node in reachable]
+    failures = run.stop(todo, why="stop") if todo else []
+    for i in items:
+        if i.node in unreachable:
+            run.mark(i.key, ProcessState.UNKNOWN, f"node unreachable during stop: {unreachable[i.node]}")
+    stuck = [f"{i.key} on {i.node} ({why})" for i, why in failures]
+    stuck += [f"{i.key} on {i.node} (node unreachable: {unreachable[i.node]})" for i in items if i.node in unreachable]
+    for n in reachable:
+        if not any(i.node == n for i, _ in failures):
+            ctx.node_state(n, NodeStepState.DONE, "stopped")
+    if stuck:
+        raise JobFailed("could not stop, so these may still run: " + "; ".join(stuck)
+                        + ". Run stop again once the nodes are reachable")
+    ctx.summary = f"stopped: {len(items)} processes checked on {len(steps)} nodes, none left running"
+
