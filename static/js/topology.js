@@ -6,8 +6,8 @@ const POLL_MS = 5000;
 const WIDTH = 1350;
 const COLUMNS = {
   front: { x: 16, w: 220 },
-  prefill: { x: 340, w: 400 },
-  decode: { x: 900, w: 410 },
+  prefill: { x: 336, w: 380 },
+  decode: { x: 904, w: 410 },
 };
 const COLOUR = { green: "#1e8e3e", amber: "#c77700", red: "#c5221f", blue: "#1a73e8", grey: "#6b7280", purple: "#7c3aed" };
 const TINT = { green: "#e6f4ea", amber: "#fef3e0", red: "#fce8e6", blue: "#e8f0fe", grey: "#f3f4f6", purple: "#f3e8ff" };
@@ -90,7 +90,8 @@ function layout(snapshot) {
   boxes.set("client", client);
   bottoms.front = top + client.h + 56;
   const order = { front: 0, services: 1, prefill: 2, decode: 3 };
-  const nodes = [...snapshot.nodes].sort((a, b) => order[a.column] - order[b.column]);
+  const nodes = [...snapshot.nodes].sort((a, b) => order[a.column] - order[b.column]
+    || a.name.localeCompare(b.name, undefined, { numeric: true }));
   for (const node of nodes) {
     const colName = node.column === "services" ? "front" : node.column;
     const col = COLUMNS[colName];
@@ -107,7 +108,7 @@ function layout(snapshot) {
       y += ib.h + 6;
     }
     if (hosted.proxy) {
-      boxes.set(hosted.proxy.id, { x: box.x + 10, y, w: box.w - 20, h: 28, service: hosted.proxy });
+      boxes.set(hosted.proxy.id, { x: box.x + 10, y, w: box.w - 20, h: 28, service: hosted.proxy, nodeBox: box });
       y += 34;
     }
     box.hostedY = y + 10;
@@ -120,11 +121,11 @@ function layout(snapshot) {
     const col = COLUMNS.prefill;
     band.stores = { x: col.x, y: bandTop, w: col.w, h: 74 };
     const w = (col.w - 20 - (stores.length - 1) * 8) / stores.length;
-    stores.forEach((s, i) => boxes.set(s.id, { x: col.x + 10 + i * (w + 8), y: bandTop + 26, w, h: 40, service: s }));
+    stores.forEach((s, i) => boxes.set(s.id, { x: col.x + 10 + i * (w + 8), y: bandTop + 8, w, h: 40, service: s }));
   }
   if (pool) {
     const col = COLUMNS.decode;
-    const b = { x: col.x + 40, y: bandTop, w: col.w - 80, h: 74, service: pool };
+    const b = { x: col.x + 40, y: bandTop + 8, w: col.w - 80, h: 44, service: pool };
     band.pool = b;
     boxes.set(pool.id, b);
   }
@@ -149,12 +150,17 @@ function drawNode(svg, box, snapshot, colours) {
   tip(g, `${node.name} ${node.address}\n${node.hardware_model || "hardware unknown"}${node.npu_model ? ` · ${node.npu_model}` : ""}`
     + `\n${node.dies.length} NPU dies · ${node.reachability_label}\nprocesses: ${node.processes.join(", ")}`);
   el("rect", { x: box.x, y: box.y, width: box.w, height: box.h, rx: 8, class: "node-box" }, g);
-  text(g, box.x + 10, box.y + 19, node.name, { class: "node-name" });
-  text(g, box.x + 10 + node.name.length * 8.6 + 8, box.y + 19, `${node.address} · ${node.hardware_model || "—"}`,
-    { class: "node-sub" });
+  const name = text(g, box.x + 10, box.y + 19, node.name, { class: "node-name" });
+  const sub = text(g, box.x + 18 + name.getComputedTextLength(), box.y + 19,
+    `${node.address} · ${node.hardware_model || "—"}`, { class: "node-sub" });
   el("circle", { cx: box.x + box.w - 14, cy: box.y + 14, r: 5, fill: COLOUR[node.reachability_colour] || COLOUR.grey,
     class: "reach" }, g);
-  text(g, box.x + box.w - 24, box.y + 18, node.reachability_label.toLowerCase(), { class: "node-sub", "text-anchor": "end" });
+  const reach = text(g, box.x + box.w - 24, box.y + 18, node.reachability_label.toLowerCase(),
+    { class: "node-sub", "text-anchor": "end" });
+  // Narrow boxes: the reachability word gives way to the address (the dot and the hover keep it).
+  if (box.x + 18 + name.getComputedTextLength() + sub.getComputedTextLength() + 8 > box.x + box.w - 24 - reach.getComputedTextLength()) {
+    reach.remove();
+  }
   if (node.dies.length) drawDies(g, box, node, colours);
   for (const name of node.instances) {
     const inst = snapshot.instances.find((i) => i.name === name);
@@ -202,8 +208,8 @@ function drawInstance(parent, inst, colours) {
   const g = el("g", { class: `topo-instance role-${inst.role}`, "data-instance": inst.name, "data-state": inst.state ?? "none" }, parent);
   el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 6, fill: tint, stroke: colour, "stroke-width": 2,
     "stroke-dasharray": inst.state ? null : "4 3" }, g);
-  text(g, b.x + 8, b.y + 15, `${inst.name}`, { class: "inst-name" });
-  text(g, b.x + 10 + inst.name.length * 8, b.y + 15,
+  const name = text(g, b.x + 8, b.y + 15, `${inst.name}`, { class: "inst-name" });
+  text(g, b.x + 16 + name.getComputedTextLength(), b.y + 15,
     `${inst.role} · TP${inst.tp} × DP${inst.dp}${inst.dp > 1 ? ` (${inst.dp_style})` : ""} · KV ${windowText(inst.kv_port_window)}`,
     { class: "inst-sub" });
   text(g, b.x + b.w - 8, b.y + 15, inst.state_label, { class: "state-label", fill: colour, "text-anchor": "end" });
@@ -215,8 +221,10 @@ function drawInstance(parent, inst, colours) {
     el("rect", { x: b.x + 8, y: y + 2, width: 12, height: 12, rx: 2, fill: c ? c.fill : "#ddd" }, row);
     const rs = stateStyle(r);
     el("circle", { cx: b.x + b.w - 12, cy: y + 8, r: 4.5, fill: rs.colour }, row);
-    text(row, b.x + 26, y + 12, `dp${r.dp_rank}  :${r.api_port}  dies ${ranges(r.devices)}  kv ${windowText(r.kv_port_window)}`
-      + (r.pid ? `  pid ${r.pid}` : ""), { class: "rank-text" });
+    const base = `dp${r.dp_rank}  :${r.api_port}  dies ${ranges(r.devices)}  kv ${windowText(r.kv_port_window)}`;
+    const line = text(row, b.x + 26, y + 12, base + (r.pid ? `  pid ${r.pid}` : ""), { class: "rank-text" });
+    if (line.getComputedTextLength() > b.w - 50) line.textContent = base; // the pid stays in the hover
+
     tip(row, `${r.key} (DP rank ${r.dp_rank}) on ${r.address}\nstate: ${r.state_label}${r.state_detail ? ` — ${r.state_detail}` : ""}`
       + `\npid: ${r.pid ?? "—"}${r.started_revision ? ` (started from r${r.started_revision})` : ""}`
       + `\nports: ${r.ports.join(", ")} · KV side channel ${windowText(r.kv_port_window)}`
@@ -230,8 +238,14 @@ function drawService(parent, s, b, label) {
   el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 6, fill: tint, stroke: colour, "stroke-width": 2,
     "stroke-dasharray": s.state ? null : "4 3" }, g);
   text(g, b.x + 8, b.y + 17, label, { class: "inst-name" });
-  text(g, b.x + b.w - 8, b.y + 17, s.state_label, { class: "state-label", fill: colour, "text-anchor": "end" });
-  if (b.h > 30) text(g, b.x + 8, b.y + 33, `${s.node} ${s.address}:${s.ports.join("/")}${s.pid ? ` · pid ${s.pid}` : ""}`, { class: "inst-sub" });
+  if (b.w >= 200) {
+    text(g, b.x + b.w - 8, b.y + 17, s.state_label, { class: "state-label", fill: colour, "text-anchor": "end" });
+  } else {
+    el("circle", { cx: b.x + b.w - 12, cy: b.y + 12, r: 4.5, fill: colour }, g);
+  }
+  const where = b.w >= 200 ? `${s.node} ${s.address}:${s.ports.join("/")}${s.pid ? ` · pid ${s.pid}` : ""}`
+    : `${s.node}:${s.ports.join("/")}`;
+  if (b.h > 30) text(g, b.x + 8, b.y + 33, where, { class: "inst-sub" });
   tip(g, `${s.key} (${s.role}) on ${s.node} ${s.address}\nstate: ${s.state_label}${s.state_detail ? ` — ${s.state_detail}` : ""}`
     + `\npid: ${s.pid ?? "—"} · ports ${s.ports.join(", ")}\nhealth: ${s.health_url ?? "—"}`);
 }
@@ -243,7 +257,7 @@ function drawBand(svg, lay, snapshot) {
     const b = band.stores;
     el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 8, class: "group-box" }, g);
     const stores = snapshot.services.filter((s) => s.role === "store");
-    text(g, b.x + 10, b.y + 17, `AscendStore · memcache · ${stores.length} server${stores.length > 1 ? "s" : ""} · async KV backup from Prefill`,
+    text(g, b.x + 10, b.y + 66, `AscendStore · memcache · ${stores.length} server${stores.length > 1 ? "s" : ""} · async KV backup from Prefill`,
       { class: "group-title" });
     for (const s of stores) drawService(g, s, boxes.get(s.id), s.key);
   }
@@ -280,17 +294,13 @@ function drawEdges(svg, lay, snapshot) {
     if (!a || !b) continue;
     if (e.source === "client") {
       const x = a.x + a.w / 2;
-      path(layer, `M${x},${a.y + a.h} L${x},${b.y - 2}`, "request", e, { "marker-end": "url(#arrow-req)" });
-      label(labels, x + 8, (a.y + a.h + b.y) / 2 + 4, e.label, "start");
+      const top = b.nodeBox ? b.nodeBox.y : b.y;
+      path(layer, `M${x},${a.y + a.h} L${x},${top - 2}`, "request", e, { "marker-end": "url(#arrow-req)" });
+      label(labels, x + 8, (a.y + a.h + top) / 2 + 4, e.label, "start");
     } else {
       const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x - 2, y2 = b.y + 14;
       path(layer, curve(x1, y1, x2, y2), "request", e, { "marker-end": "url(#arrow-req)" });
     }
-  }
-  const proxyEdges = edges.filter((e) => e.kind === "request" && e.source !== "client");
-  if (proxyEdges.length) {
-    const a = boxes.get(proxyEdges[0].source);
-    if (a) label(labels, a.x + a.w + 6, a.y - 6, "requests → Prefill", "start");
   }
   // KV hand-over P -> D: ports spread along each box side so the pairs stay apart.
   const kv = edges.filter((e) => e.kind === "kv_transfer");
@@ -301,7 +311,7 @@ function drawEdges(svg, lay, snapshot) {
     outs.get(e.source).push(e);
     ins.get(e.target).push(e);
   }
-  const spread = (b, k, n) => b.y + 24 + ((b.h - 32) * (k + 0.5)) / n;
+  const spread = (b, k, n) => b.y + 26 + ((b.h - 34) * (k + 0.5)) / n;
   for (const e of kv) {
     const a = boxes.get(e.source), b = boxes.get(e.target);
     if (!a || !b) continue;
@@ -309,13 +319,14 @@ function drawEdges(svg, lay, snapshot) {
     const y1 = spread(a, o.indexOf(e), o.length), y2 = spread(b, i.indexOf(e), i.length);
     path(layer, curve(a.x + a.w, y1, b.x - 2, y2), "kv", e, { "marker-end": "url(#arrow-kv)" });
   }
+  // Each window once, where its edges meet the box: out above the first port, in below the last.
   for (const [id, list] of outs) {
     const a = boxes.get(id);
-    if (a) label(labels, a.x + a.w + 24, a.y + 12, `KV out ${windowText(list[0].source_window)}`, "start", "edge-label kv");
+    if (a) label(labels, a.x + a.w + 8, spread(a, 0, list.length) - 7, `out ${windowText(list[0].source_window)}`, "start", "edge-label kv");
   }
   for (const [id, list] of ins) {
     const b = boxes.get(id);
-    if (b) label(labels, b.x - 24, b.y + 12, `KV in ${windowText(list[0].target_window)}`, "end", "edge-label kv");
+    if (b) label(labels, b.x - 12, spread(b, list.length - 1, list.length) + 16, `in ${windowText(list[0].target_window)}`, "end", "edge-label kv");
   }
   // P -> store (async backup) and P/D -> KV pool: lanes beside the columns, then along the band's top.
   const laneOf = (source, kind) => {
@@ -348,6 +359,7 @@ function draw(snapshot) {
   const colours = rankColours(snapshot);
   const svg = el("svg", { viewBox: `0 0 ${WIDTH} ${lay.height}`, width: "100%", role: "img", class: "topology-svg",
     "aria-label": `Topology of ${snapshot.deployment.name}` });
+  holder.appendChild(svg); // attached first: text is measured while drawing
   defs(svg);
   const c = lay.boxes.get("client");
   const cg = el("g", { class: "topo-client" }, svg);
@@ -364,7 +376,6 @@ function draw(snapshot) {
   }
   drawBand(svg, lay, snapshot);
   drawEdges(svg, lay, snapshot);
-  holder.appendChild(svg);
 }
 
 function showProblems(snapshot) {

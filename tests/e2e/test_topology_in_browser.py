@@ -1,0 +1,94 @@
+"""The topology picture in a real browser: the reference deployment (built in the database, nothing deployed) is
+drawn as node boxes with 16 die cells per A3 node and the P->D edges, and it is redrawn while a job runs."""
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture
+def reference_deployment():
+    from django.contrib.auth import get_user_model
+
+    from apps.accounts.roles import Role, set_role
+    from apps.deployments.models import Process
+    from apps.deployments.services import deployment_create
+    from apps.inventory.models import Cluster, Node, Npu
+    from apps.inventory.services import inventory_import
+
+    viewer = get_user_model().objects.create_user("watcher", password="e2e-password-123")
+    set_role(viewer, Role.VIEWER)
+    inventory_import((EXAMPLES / "reference-cluster.yaml").read_text())
+    cluster = Cluster.objects.get(name="reference")
+    for i, node in enumerate(Node.objects.filter(cluster=cluster, npu_count=16).order_by("name")):
+        Npu.objects.bulk_create(
+            Npu(node=node, npu_id=d // 2, chip_id=d % 2, logical_id=d, name="Ascend910", health="OK",
+                hbm_used_mb=8000 + 3000 * ((d + i) % 16), hbm_total_mb=65536) for d in range(16))
+    deployment = deployment_create(name="reference", cluster=cluster, user=None,
+                                   yaml_text=(EXAMPLES / "reference-topology-fixed.yaml").read_text())
+    states = {"p0-dp0": "running", "p1-dp0": "running", "d0-dp0": "running", "d0-dp1": "running",
+              "d0-dp2": "running", "d0-dp3": "running", "d1-dp0": "running", "d1-dp1": "failed",
+              "d1-dp2": "running", "d1-dp3": "running", "proxy": "running", "kv-pool": "running",
+              "store-0": "running", "store-1": "running", "store-2": "unknown"}
+    for pid, (key, state) in enumerate(states.items(), start=31000):
+        Process.objects.create(deployment=deployment, revision=deployment.active_revision, node_name="x",
+                               role="store", key=key, address="127.0.10.1", command="x", fingerprint="x",
+                               log_path="/l", pid_file="/p", state=state, pid=pid)
+    return deployment
+
+
+def test_the_detail_page_draws_the_reference_topology(live_stack, browser, reference_deployment, tmp_path):
+    from playwright.sync_api import expect
+
+    from apps.deployments.models import Process
+    from apps.jobs.models import Job
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{live_stack}/login/")
+    page.fill("input[name=username]", "watcher")
+    page.fill("input[name=password]", "e2e-password-123")
+    page.click("button[type=submit]")
+    page.goto(f"{live_stack}/deployments/{reference_deployment.pk}/")
+
+    svg = page.locator("#topology svg.topology-svg")
+    expect(svg).to_be_visible(timeout=15000)
+    nodes = page.locator("#topology .topo-node")
+    assert sorted(nodes.evaluate_all("els => els.map(e => e.dataset.node)")) == [
+        "node0", "node1", "node2", "node3", "proxy"]
+    for name in ("node0", "node1", "node2", "node3"):
+        expect(page.locator(f"#topology .topo-node[data-node={name}] .die")).to_have_count(16)
+    used = page.locator("#topology .topo-node[data-node=node2] .die").evaluate_all(
+        "els => els.map(e => e.dataset.usedBy)")
+    assert used == [f"d0/dp{r}" for r in range(4) for _ in range(4)]
+    kv = page.locator("#topology .edge[data-kind=kv_transfer]").evaluate_all(
+        "els => els.map(e => e.dataset.source + '>' + e.dataset.target).sort()")
+    assert kv == ["inst:p0>inst:d0", "inst:p0>inst:d1", "inst:p1>inst:d0", "inst:p1>inst:d1"]
+    expect(page.locator("#topology .topo-instance[data-instance=d1]")).to_have_attribute("data-state", "failed")
+    expect(page.locator("#topology .topo-service[data-key=store-2]")).to_have_attribute("data-state", "unknown")
+    assert "pid: 31004" in page.locator("#topology .rank[data-key=d0-dp2] title").text_content()
+    assert page.locator("#topology svg").bounding_box()["width"] <= 1400
+    page.locator("#topology").screenshot(path=str(tmp_path / "topology.png"))
+
+    # While a job of the deployment runs, the picture is re-read; a die going bad and a process failing show up.
+    job = Job.objects.create(kind="restart", status="running", target_type="deployments.deployment",
+                             target_id=reference_deployment.pk, target_label="reference")
+    page.reload()
+    expect(page.locator("#topology")).to_have_attribute("data-state", "watching", timeout=15000)
+    from apps.inventory.models import Npu
+
+    Npu.objects.filter(node__name="node3", logical_id=9).update(health="Alarm")
+    Process.objects.filter(key="d1-dp1").update(state="running")
+    Process.objects.filter(key="p0-dp0").update(state="failed")
+    Job.objects.filter(pk=job.pk).update(status="successful")
+    expect(page.locator("#topology")).to_have_attribute("data-state", "idle", timeout=15000)
+    expect(page.locator("#topology .topo-instance[data-instance=p0]")).to_have_attribute("data-state", "failed")
+    expect(page.locator("#topology .topo-node[data-node=node3] .die.bad")).to_have_count(1)
+    expect(page.locator("#topology .topology-problems")).to_contain_text("d1")
+    page.locator("#topology").screenshot(path=str(tmp_path / "topology-after-job.png"))
+    assert errors == []
