@@ -1,0 +1,200 @@
+"""Reading one Prometheus `/metrics` target and extracting what the topology picture shows, as pure functions.
+
+Parsing is prometheus_client's; every way a target can fail (refused, timeout, HTTP error, not UTF-8, not the
+exposition format, none of the expected metrics) becomes a TargetReading with a status and a reason, never an
+exception, so one bad target never costs the readings of the others.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import urllib3
+from prometheus_client.parser import text_string_to_metric_families
+
+CONNECT_TIMEOUT_S = 1.0
+READ_TIMEOUT_S = 2.0
+MAX_BYTES = 8 << 20  # a metrics page bigger than this is not one we understand
+
+OK, UNREACHABLE, GARBLED = "ok", "unreachable", "garbled"
+
+# sample name -> list of (labels, value); NaN and infinite values are dropped as "not measured".
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+class ExpositionError(ValueError):
+    pass
+
+
+@dataclass
+class TargetReading:
+    key: str            # the Process key (p0-dp0, proxy, kv-pool)
+    role: str
+    url: str
+    status: str = OK
+    reason: str = ""
+    scrape_ms: float = 0.0
+    values: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"key": self.key, "role": self.role, "url": self.url, "status": self.status, "reason": self.reason,
+                "scrape_ms": round(self.scrape_ms, 1), "values": self.values}
+
+
+# --- transport -------------------------------------------------------------------------------------------------
+
+_http = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S),
+                            maxsize=4)
+
+
+def fetch_text(url: str) -> str:
+    """The body of GET url as text; ConnectionError with a short reason when it cannot be had."""
+    try:
+        resp = _http.request("GET", url, preload_content=False, redirect=False,
+                             headers={"Accept": "text/plain;version=0.0.4"})
+    except urllib3.exceptions.NewConnectionError as exc:  # before its base class, ConnectTimeoutError
+        raise ConnectionError(f"connection failed: {_root_cause(exc)}") from None
+    except urllib3.exceptions.ConnectTimeoutError:
+        raise ConnectionError(f"connect timeout after {CONNECT_TIMEOUT_S:g} s") from None
+    except urllib3.exceptions.ReadTimeoutError:
+        raise ConnectionError(f"read timeout after {READ_TIMEOUT_S:g} s (no answer)") from None
+    except urllib3.exceptions.HTTPError as exc:
+        raise ConnectionError(_root_cause(exc)) from None
+    try:
+        if resp.status != 200:
+            raise ConnectionError(f"HTTP {resp.status} from {url}")
+        body = resp.read(MAX_BYTES + 1)
+    except urllib3.exceptions.ReadTimeoutError:
+        raise ConnectionError(f"read timeout after {READ_TIMEOUT_S:g} s") from None
+    except urllib3.exceptions.HTTPError as exc:
+        raise ConnectionError(f"read failed: {_root_cause(exc)}") from None
+    finally:
+        resp.release_conn()
+    if len(body) > MAX_BYTES:
+        raise ExpositionError(f"larger than {MAX_BYTES >> 20} MiB")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ExpositionError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _root_cause(exc: BaseException) -> str:
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__
+    text = str(exc)
+    return text.split(": ", 1)[-1] if "Errno" in text else text or type(exc).__name__
+
+
+# --- parsing ---------------------------------------------------------------------------------------------------
+
+def parse_exposition(text: str) -> Samples:
+    """Samples by name (a counter `x` appears as `x_total`, a histogram as `x_count`/`x_sum`/`x_bucket`)."""
+    out: Samples = defaultdict(list)
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if isinstance(s.value, float | int) and math.isfinite(s.value):
+                    out[s.name].append((dict(s.labels), float(s.value)))
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        raise ExpositionError(f"not Prometheus text: {str(exc)[:160]}") from None
+    return dict(out)
+
+
+def _total(samples: Samples, name: str, **labels) -> float | None:
+    rows = [v for lab, v in samples.get(name, ()) if all(lab.get(k) == x for k, x in labels.items())]
+    return sum(rows) if rows else None
+
+
+def _max(samples: Samples, name: str) -> float | None:
+    rows = [v for _, v in samples.get(name, ())]
+    return max(rows) if rows else None
+
+
+def _by_label(samples: Samples, name: str, *keys: str) -> dict[tuple[str, ...], float]:
+    out: dict[tuple[str, ...], float] = defaultdict(float)
+    for lab, v in samples.get(name, ()):
+        out[tuple(lab.get(k, "") for k in keys)] += v
+    return dict(out)
+
+
+def engine_values(samples: Samples) -> dict:
+    """A vLLM (or simulated) engine process: sums over its `engine` (DP rank) labels, KV usage the worst rank.
+    Histograms keep count and sum so means can be taken over the window between two scrapes."""
+    if not any(name.startswith("vllm:") for name in samples):
+        raise ExpositionError("no vllm: metrics in the exposition")
+    kv_usage = _max(samples, "vllm:kv_cache_usage_perc")
+    if kv_usage is None:
+        kv_usage = _max(samples, "vllm:gpu_cache_usage_perc")  # the name before vLLM 0.9
+    itl = "vllm:inter_token_latency_seconds"
+    if f"{itl}_count" not in samples:
+        itl = "vllm:time_per_output_token_seconds"
+    kv_recv = _by_label(samples, "simcluster:kv_transfer_model_bytes_total", "peer", "direction")
+    return {
+        "running": _total(samples, "vllm:num_requests_running"),
+        "waiting": _total(samples, "vllm:num_requests_waiting"),
+        "kv_usage": kv_usage,
+        "prompt_tokens": _total(samples, "vllm:prompt_tokens_total"),
+        "generation_tokens": _total(samples, "vllm:generation_tokens_total"),
+        "ttft_count": _total(samples, "vllm:time_to_first_token_seconds_count"),
+        "ttft_sum": _total(samples, "vllm:time_to_first_token_seconds_sum"),
+        "itl_count": _total(samples, f"{itl}_count"),
+        "itl_sum": _total(samples, f"{itl}_sum"),
+        # Only simcluster exports these (vllm-ascend's Mooncake connectors register no metrics).
+        "kv_transfer_model_bytes": [{"peer": p, "direction": d, "bytes": v} for (p, d), v in sorted(kv_recv.items())],
+    }
+
+
+def proxy_values(samples: Samples) -> dict:
+    if not any(name.startswith("pdproxy_") for name in samples):
+        raise ExpositionError("no pdproxy_ metrics in the exposition")
+    reqs = _by_label(samples, "pdproxy_edge_requests_total", "prefill", "decode")
+    toks = _by_label(samples, "pdproxy_edge_prompt_tokens_total", "prefill", "decode")
+    legs = _by_label(samples, "pdproxy_backend_requests_total", "role", "backend")
+    inflight = _by_label(samples, "pdproxy_backend_inflight", "role", "backend")
+    healthy = _by_label(samples, "pdproxy_backend_healthy", "role", "backend")
+    states = {(lab.get("role", ""), lab.get("backend", "")): lab.get("state", "")
+              for lab, v in samples.get("pdproxy_backend_state", ()) if v == 1}
+    backends = sorted(set(legs) | set(inflight) | set(healthy) | set(states))
+    return {
+        "edges": [{"prefill": p, "decode": d, "requests": reqs.get((p, d), 0.0), "prompt_tokens": toks.get((p, d), 0.0)}
+                  for p, d in sorted(set(reqs) | set(toks))],
+        "backends": [{"role": r, "backend": b, "requests": legs.get((r, b), 0.0), "inflight": inflight.get((r, b)),
+                      "healthy": healthy.get((r, b)) == 1 if (r, b) in healthy else None, "state": states.get((r, b))}
+                     for r, b in backends],
+        "requests": _total(samples, "pdproxy_requests_total"),
+        "ttft_count": _total(samples, "pdproxy_time_to_first_token_seconds_count"),
+        "ttft_sum": _total(samples, "pdproxy_time_to_first_token_seconds_sum"),
+    }
+
+
+def pool_values(samples: Samples) -> dict:
+    if "master_key_count" not in samples and "master_total_capacity_bytes" not in samples:
+        raise ExpositionError("no mooncake_master metrics (master_key_count) in the exposition")
+    return {
+        "key_count": _total(samples, "master_key_count"),
+        "allocated_bytes": _total(samples, "master_allocated_bytes"),
+        "total_bytes": _total(samples, "master_total_capacity_bytes"),
+        "active_clients": _total(samples, "master_active_clients"),
+    }
+
+
+EXTRACTORS = {"prefill": engine_values, "decode": engine_values, "proxy": proxy_values, "kv_pool": pool_values}
+
+
+def read_target(key: str, role: str, url: str, *, fetch=fetch_text) -> TargetReading:
+    """GET, parse and extract one target; every failure is a status with a reason."""
+    reading = TargetReading(key=key, role=role, url=url)
+    started = time.perf_counter()
+    try:
+        reading.values = EXTRACTORS[role](parse_exposition(fetch(url)))
+    except ConnectionError as exc:
+        reading.status, reading.reason = UNREACHABLE, str(exc) or "unreachable"
+    except ExpositionError as exc:
+        reading.status, reading.reason = GARBLED, str(exc)
+    except Exception as exc:  # noqa: BLE001 - a surprise in one target must not cost the others
+        reading.status, reading.reason = GARBLED, f"{type(exc).__name__}: {str(exc)[:160]}"
+    reading.scrape_ms = (time.perf_counter() - started) * 1000
+    return reading
