@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "apps.inventory",
     "apps.jobs",
     "apps.deployments",
+    "apps.telemetry",
     "apps.ui",
 ]
 
@@ -115,6 +116,8 @@ CELERY_TASK_ROUTES = {
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-orphaned-jobs": {"task": "apps.jobs.tasks.sweep_orphaned_jobs_task", "schedule": 60.0},
+    "scrape-live-state": {"task": "apps.telemetry.tasks.scrape_live_state_task", "schedule": 5.0,
+                          "options": {"expires": 5.0}},  # a round older than the period is already stale
 }
 # A running job whose worker has not beaten its heart for this long is marked failed by the sweep.
 JOB_HEARTBEAT_TIMEOUT_SECONDS = int(env_str("JOB_HEARTBEAT_TIMEOUT_SECONDS", "60"))

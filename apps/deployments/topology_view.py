@@ -1,5 +1,6 @@
 """The topology read model of a deployment's active revision, for the SVG picture and the API: nodes with their NPU
-dies, the planned processes on them grouped by instance with their live state, and the edges between them.
+dies, the planned processes on them grouped by instance with their live state, and the edges between them. The
+`live` section is the telemetry scrapers' last round (Redis, keyed by deployment), or None when there is none.
 
 Pure read with a constant number of queries. The picture is computed from the plan every time (the same
 `deployment_plan` every job runs), never stored; Process rows only contribute live state.
@@ -14,6 +15,7 @@ from apps.inventory.choices import NPU_HEALTH_COLOUR, REACHABILITY_COLOUR, NpuHe
 from apps.inventory.models import Node
 from apps.jobs.choices import JobStatus
 from apps.jobs.models import Job
+from apps.telemetry.selectors import deployment_live
 
 from .choices import PROCESS_STATE_COLOUR, ROLE_COLOUR, ProcessState
 from .facts import cluster_nodes, node_facts
@@ -38,6 +40,7 @@ def topology_snapshot(deployment: Deployment) -> dict:
         "edges": [], "stray_processes": [], "active_job": _active_job(deployment), "drawn_despite_problems": False,
         "state_colours": {str(k): v for k, v in PROCESS_STATE_COLOUR.items()},
         "role_colours": dict(ROLE_COLOUR),
+        "live": deployment_live(deployment.pk),
     }
     inventory = cluster_nodes(deployment.cluster)
     try:

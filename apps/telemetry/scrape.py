@@ -91,10 +91,12 @@ def _root_cause(exc: BaseException) -> str:
 # --- parsing ---------------------------------------------------------------------------------------------------
 
 def parse_exposition(text: str) -> Samples:
-    """Samples by name (a counter `x` appears as `x_total`, a histogram as `x_count`/`x_sum`/`x_bucket`)."""
+    """Samples by name (a counter `x` appears as `x_total`, a histogram as `x_count`/`x_sum`/`x_bucket`), and every
+    declared family name, with no samples if none were exposed yet."""
     out: Samples = defaultdict(list)
     try:
         for family in text_string_to_metric_families(text):
+            out.setdefault(family.name, [])  # declared but not yet observed (a fresh engine) still counts as known
             for s in family.samples:
                 if isinstance(s.value, float | int) and math.isfinite(s.value):
                     out[s.name].append((dict(s.labels), float(s.value)))

@@ -197,3 +197,62 @@ def test_query_count_is_constant_for_a_small_and_a_large_deployment(ref_cluster,
     assert not small_snap["problems"] and not large_snap["problems"]
     assert len(large_snap["nodes"]) == 17 and len(large_snap["instances"]) == 16
     assert len([e for e in large_snap["edges"] if e["kind"] == "kv_transfer"]) == 64
+
+
+# --- live state (apps.telemetry's last scrape round, from Redis) ---------------------------------------------------
+
+@pytest.fixture
+def own_cache_prefix(settings):
+    import copy
+    import os
+    import uuid
+
+    caches = copy.deepcopy(settings.CACHES)
+    caches["default"]["KEY_PREFIX"] = f"pdcp-test-topology-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    settings.CACHES = caches
+
+
+ENGINE_TEXT = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="m"}} {running}
+vllm:num_requests_waiting{{engine="0",model_name="m"}} 2
+vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} 0.375
+vllm:prompt_tokens_total{{engine="0",model_name="m"}} {prompt}
+vllm:generation_tokens_total{{engine="0",model_name="m"}} 0
+"""
+PROXY_TEXT = """pdproxy_edge_requests_total{{decode="127.0.10.232:7100",prefill="127.0.10.230:7100"}} {requests}
+pdproxy_edge_prompt_tokens_total{{decode="127.0.10.232:7100",prefill="127.0.10.230:7100"}} {tokens}
+pdproxy_backend_inflight{{backend="127.0.10.230:7100",role="prefill"}} 1
+"""
+
+
+def test_snapshot_carries_the_live_state_of_the_last_scrape(deployment, own_cache_prefix):
+    from apps.telemetry.services import deployment_scrape
+
+    assert topology_snapshot(deployment)["live"] is None  # nothing scraped yet
+    rows = [Process.objects.create(deployment=deployment, revision=deployment.active_revision, node_name=n,
+                                   role=role, instance=inst, key=key, address=addr, ports=[port], command="x",
+                                   fingerprint="x", log_path="/l", pid_file="/p", state="running")
+            for key, role, inst, n, addr, port in (("p0-dp0", "prefill", "p0", "node0", "127.0.10.230", 7100),
+                                                   ("d0-dp0", "decode", "d0", "node2", "127.0.10.232", 7100),
+                                                   ("proxy", "proxy", "", "proxy", "127.0.10.234", 8000))]
+    counters = {"running": 3, "prompt": 1000, "requests": 10, "tokens": 1000}
+
+    def fetch(url):
+        if ":8000/" in url:
+            return PROXY_TEXT.format(**counters)
+        return ENGINE_TEXT.format(**counters)
+
+    clock = iter([100.0, 110.0])
+    deployment_scrape(deployment, rows, fetch=fetch, now=lambda: next(clock))
+    counters.update(prompt=6000, requests=60, tokens=6000)
+    deployment_scrape(deployment, rows, fetch=fetch, now=lambda: next(clock))
+
+    live = topology_snapshot(deployment)["live"]
+    p0 = live["instances"]["p0"]
+    assert (p0["running"], p0["waiting"], p0["kv_usage"], p0["prompt_tok_s"]) == (3, 2, 0.375, 500.0)
+    edge = live["edges"]["kv_transfer:inst:p0->inst:d0"]
+    # qwen3-235b profile of the reference spec: 2 x 94 layers x 4 KV heads x 128 x 2 bytes = 192,512 B/token
+    assert edge["req_s"] == 5.0 and edge["prompt_tok_s"] == 500.0 and edge["kv_bytes_s"] == 500.0 * 192_512
+    assert edge["source"] == "proxy" and live["kv_bytes_per_token"] == 192_512
+    assert live["stale"] is True  # the fake clock is far in the past: shown, but marked stale
+    assert live["history"]["instances"]["p0"]["running"] == [3, 3]

@@ -1,0 +1,216 @@
+"""Live state of one deployment from one round of target readings and the previous round: gauges as read,
+counters turned into rates over the time between the two rounds, and the KV flow of every P→D edge.
+
+Pure functions on plain data, so the arithmetic is tested without a network, a database or Redis.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from .scrape import OK, TargetReading
+
+MAX_RATE_WINDOW_S = 120.0  # older than this, the previous round says nothing about "now"
+KV_SOURCE_PROXY = "proxy"    # proxy per-edge prompt tokens × the model profile's KV bytes per token
+KV_SOURCE_ENGINE = "engine"  # engines' own KV transfer counters (simcluster only; vllm-ascend exports none)
+ENGINE_KV_METRIC = "simcluster:kv_transfer_model_bytes_total"
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """What a scrape needs to know of one running Process row."""
+
+    key: str
+    role: str
+    instance: str
+    address: str
+    port: int | None      # the API port of an engine or the proxy: how the proxy and peers name it
+    metrics_url: str
+
+
+def host_port(address: str, port: int | None) -> str:
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def counter_delta(cur: float | None, prev: float | None) -> float | None:
+    """Increase of a counter; a counter that went down was restarted, so all of its value is new."""
+    if cur is None or prev is None:
+        return None
+    return cur - prev if cur >= prev else cur
+
+
+def rate(cur: float | None, prev: float | None, dt: float | None) -> float | None:
+    d = counter_delta(cur, prev)
+    return None if d is None or not dt else d / dt
+
+
+def window_mean(sum_now, sum_prev, count_now, count_prev) -> float | None:
+    """Mean of a histogram over the window: Δsum / Δcount (None when nothing was observed in it)."""
+    dc, ds = counter_delta(count_now, count_prev), counter_delta(sum_now, sum_prev)
+    if dc is None or ds is None or dc <= 0:
+        return None
+    return ds / dc
+
+
+def kv_bytes_rate(prompt_tok_s: float | None, kv_bytes_per_token: int | None) -> float | None:
+    if prompt_tok_s is None or not kv_bytes_per_token:
+        return None
+    return prompt_tok_s * kv_bytes_per_token
+
+
+def _status(readings: list[TargetReading]) -> tuple[str, str]:
+    bad = [r for r in readings if r.status != OK]
+    if not bad:
+        return OK, ""
+    reason = "; ".join(f"{r.key}: {r.status} ({r.reason})" for r in bad)
+    return ("partial" if len(bad) < len(readings) else bad[0].status), reason
+
+
+def live_state(*, deployment_id: int, at: float, targets: list[TargetInfo], readings: list[TargetReading],
+               kv_bytes_per_token: int | None, previous: dict | None) -> dict:
+    """The stored live state of a deployment after one round of readings (JSON-ready)."""
+    dt = None
+    prev_values: dict[str, dict] = {}
+    if previous and 0 < at - previous.get("at", 0) <= MAX_RATE_WINDOW_S:
+        dt = at - previous["at"]
+        prev_values = {t["key"]: t["values"] for t in previous.get("targets", ()) if t["status"] == OK}
+    info = {t.key: t for t in targets}
+    instance_of = {host_port(t.address, t.port): t.instance for t in targets if t.role in ("prefill", "decode")}
+
+    engines: dict[str, list[tuple[TargetReading, dict]]] = defaultdict(list)
+    for r in readings:
+        if r.role in ("prefill", "decode"):
+            engines[info[r.key].instance].append((r, prev_values.get(r.key, {})))
+
+    instances = {name: _instance(rows, dt) for name, rows in engines.items()}
+    proxy = next((r for r in readings if r.role == "proxy"), None)
+    proxy_key = proxy.key if proxy else None
+    edges = _edges(proxy, prev_values.get(proxy_key, {}) if proxy else {}, engines, info, instance_of, dt,
+                   kv_bytes_per_token)
+    services = {}
+    for r in readings:
+        if r.role == "proxy":
+            services[r.key] = _proxy_service(r, prev_values.get(r.key, {}), dt)
+        elif r.role == "kv_pool":
+            services[r.key] = {"status": r.status, "reason": r.reason, **(r.values if r.status == OK else {})}
+    return {
+        "deployment": deployment_id, "at": at, "interval_s": dt, "kv_bytes_per_token": kv_bytes_per_token,
+        "targets": [r.as_dict() for r in readings], "instances": instances, "edges": edges, "services": services,
+    }
+
+
+def _instance(rows: list[tuple[TargetReading, dict]], dt: float | None) -> dict:
+    status, reason = _status([r for r, _ in rows])
+    ok = [(r.values, p) for r, p in rows if r.status == OK]
+
+    def total(field):
+        vals = [v[field] for v, _ in ok if v.get(field) is not None]
+        return sum(vals) if vals else None
+
+    def was(p: dict, field: str) -> float | None:
+        # A counter the previous (good) reading did not show had not been observed yet: it counts from 0.
+        return p.get(field) if p.get(field) is not None else (0.0 if p else None)
+
+    def rate_sum(field):
+        vals = [rate(v.get(field), was(p, field), dt) for v, p in ok]
+        vals = [x for x in vals if x is not None]
+        return sum(vals) if vals else None
+
+    def mean(prefix):
+        pairs = [(counter_delta(v.get(f"{prefix}_sum"), was(p, f"{prefix}_sum")),
+                  counter_delta(v.get(f"{prefix}_count"), was(p, f"{prefix}_count"))) for v, p in ok]
+        pairs = [(s, c) for s, c in pairs if s is not None and c]
+        return sum(s for s, _ in pairs) / sum(c for _, c in pairs) if pairs else None
+
+    usages = [v["kv_usage"] for v, _ in ok if v.get("kv_usage") is not None]
+    return {
+        "status": status, "reason": reason, "processes": len(rows), "reachable": len(ok),
+        "running": total("running"), "waiting": total("waiting"),
+        "kv_usage": max(usages) if usages else None,  # the fullest rank: that is the one that will stall
+        "prompt_tok_s": rate_sum("prompt_tokens"), "gen_tok_s": rate_sum("generation_tokens"),
+        "ttft_s": mean("ttft") if dt else None, "itl_s": mean("itl") if dt else None,
+    }
+
+
+def _edges(proxy: TargetReading | None, proxy_prev: dict, engines, info, instance_of, dt, kv_bytes_per_token):
+    out: dict[str, dict] = {}
+
+    def edge(p_inst: str, d_inst: str) -> dict:
+        return out.setdefault(f"kv_transfer:inst:{p_inst}->inst:{d_inst}", {
+            "requests": 0.0, "prompt_tokens": 0.0, "req_s": None, "prompt_tok_s": None, "kv_bytes_s": None,
+            "source": None, "source_label": "", "engine_kv_bytes_s": None})
+
+    def add(d: dict, field: str, value: float | None):
+        if value is not None:
+            d[field] = (d[field] or 0.0) + value
+
+    if proxy is not None and proxy.status == OK:
+        prev = {(e["prefill"], e["decode"]): e for e in proxy_prev.get("edges", ())}
+        for e in proxy.values["edges"]:
+            p_inst, d_inst = instance_of.get(e["prefill"]), instance_of.get(e["decode"])
+            if p_inst is None or d_inst is None:
+                continue  # an instance the proxy knows and this revision does not (added by hand)
+            d = edge(p_inst, d_inst)
+            # An edge the previous round did not list had carried nothing yet: it counts from 0.
+            was = prev.get((e["prefill"], e["decode"]), {"requests": 0.0, "prompt_tokens": 0.0} if proxy_prev else {})
+            d["requests"] += e["requests"]
+            d["prompt_tokens"] += e["prompt_tokens"]
+            add(d, "req_s", rate(e["requests"], was.get("requests"), dt))
+            add(d, "prompt_tok_s", rate(e["prompt_tokens"], was.get("prompt_tokens"), dt))
+        for d in out.values():
+            d["kv_bytes_s"] = kv_bytes_rate(d["prompt_tok_s"], kv_bytes_per_token)
+            if d["kv_bytes_s"] is not None:
+                d["source"] = KV_SOURCE_PROXY
+                d["source_label"] = f"proxy prompt tokens × {kv_bytes_per_token:,} B/token (model profile)"
+        # Request legs proxy -> Prefill, per instance.
+        legs_prev = {(b["role"], b["backend"]): b["requests"] for b in proxy_prev.get("backends", ())}
+        for b in proxy.values["backends"]:
+            inst = instance_of.get(b["backend"])
+            if b["role"] != "prefill" or inst is None:
+                continue
+            d = out.setdefault(f"request:proc:{proxy.key}->inst:{inst}", {"requests": 0.0, "req_s": None})
+            d["requests"] += b["requests"]
+            add(d, "req_s", rate(b["requests"], legs_prev.get((b["role"], b["backend"]), 0.0 if proxy_prev else None), dt))
+
+    # Cross-check from the engines' own counters: what each Decode received (else what each Prefill sent).
+    measured: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for inst, rows in engines.items():
+        for r, prev in rows:
+            if r.status != OK:
+                continue
+            was = {(x["peer"], x["direction"]): x["bytes"] for x in prev.get("kv_transfer_model_bytes", ())}
+            for x in r.values.get("kv_transfer_model_bytes", ()):
+                peer = instance_of.get(x["peer"])
+                if peer is None:
+                    continue
+                pair = (peer, inst) if x["direction"] == "recv" else (inst, peer)
+                r_ = rate(x["bytes"], was.get((x["peer"], x["direction"]), 0.0 if prev else None), dt)
+                if r_ is not None:
+                    measured[pair][x["direction"]] += r_
+    for (p_inst, d_inst), by_dir in measured.items():
+        d = edge(p_inst, d_inst)
+        d["engine_kv_bytes_s"] = by_dir.get("recv", by_dir.get("send"))
+        if d["source"] is None:
+            d["kv_bytes_s"], d["source"] = d["engine_kv_bytes_s"], KV_SOURCE_ENGINE
+            d["source_label"] = f"engines' {ENGINE_KV_METRIC}"
+    return out
+
+
+def _proxy_service(r: TargetReading, prev: dict, dt: float | None) -> dict:
+    if r.status != OK:
+        return {"status": r.status, "reason": r.reason}
+    v = r.values
+    was = {k: prev.get(k) if prev.get(k) is not None else (0.0 if prev else None)
+           for k in ("requests", "ttft_sum", "ttft_count")}
+    return {"status": OK, "reason": "", "req_s": rate(v.get("requests"), was["requests"], dt),
+            "ttft_s": window_mean(v.get("ttft_sum"), was["ttft_sum"], v.get("ttft_count"), was["ttft_count"]),
+            "backends": [{k: b[k] for k in ("role", "backend", "inflight", "healthy", "state")} for b in v["backends"]]}
+
+
+def history_point(state: dict) -> dict:
+    """The few numbers a sparkline needs from one round."""
+    return {"at": state["at"],
+            "instances": {n: {k: i.get(k) for k in ("running", "waiting", "kv_usage", "gen_tok_s")}
+                          for n, i in state["instances"].items()},
+            "edges": {e: d.get("kv_bytes_s") for e, d in state["edges"].items() if e.startswith("kv_transfer:")}}

@@ -1,0 +1,96 @@
+"""One scrape round per deployment: read every running Process's metrics target in parallel, turn the readings
+into live state, keep it (and a short history) in Redis through Django's cache, and push it to the page.
+
+Redis, not the database: the state is rewritten every few seconds and only its last minutes matter; any web
+process or worker reads the same keys (design.md "Scaling out").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+
+from django.core.cache import cache
+
+from apps.deployments.choices import ProcessState
+from apps.deployments.models import Deployment, Process
+from apps.deployments.topology import SpecError, spec_from_dict
+from controlplane.realtime import emit
+
+from .live import TargetInfo, history_point, host_port, live_state
+from .scrape import TargetReading, fetch_text, read_target
+from .selectors import HISTORY_LEN, LIVE_TTL_S, history_key, live_key, live_view
+
+logger = logging.getLogger(__name__)
+
+SCRAPED_ROLES = ("prefill", "decode", "proxy", "kv_pool")
+MAX_PARALLEL = 16
+LOCK_TTL_S = 15  # one round of a deployment at a time: overlapping rounds would make nonsense rates
+
+
+def scrape_targets(processes: list[Process]) -> list[TargetInfo]:
+    """Where each running process exposes /metrics: engines and the proxy on their API port, mooncake_master on
+    its metrics port (its second port; the first is RPC)."""
+    out = []
+    for p in processes:
+        if p.role not in SCRAPED_ROLES or not p.ports:
+            continue
+        api_port = p.ports[0]
+        metrics_port = p.ports[1] if p.role == "kv_pool" and len(p.ports) > 1 else api_port
+        out.append(TargetInfo(key=p.key, role=p.role, instance=p.instance, address=p.address, port=api_port,
+                              metrics_url=f"http://{host_port(p.address, metrics_port)}/metrics"))
+    return out
+
+
+def read_all(targets: list[TargetInfo], *, fetch=fetch_text) -> list[TargetReading]:
+    if not targets:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(targets))) as pool:
+        return list(pool.map(lambda t: read_target(t.key, t.role, t.metrics_url, fetch=fetch), targets))
+
+
+def kv_bytes_per_token(deployment: Deployment) -> int | None:
+    revision = deployment.active_revision
+    if revision is None:
+        return None
+    try:
+        return spec_from_dict(revision.spec).model.profile.kv_bytes_per_token
+    except (SpecError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def deployment_scrape(deployment: Deployment, processes: list[Process], *, fetch=fetch_text,
+                      now=time.time) -> dict | None:
+    """One round for one deployment; None when another round of it is still running."""
+    lock = f"telemetry:lock:{deployment.pk}"
+    if not cache.add(lock, 1, timeout=LOCK_TTL_S):
+        return None
+    try:
+        targets = scrape_targets(processes)
+        readings = read_all(targets, fetch=fetch)
+        state = live_state(deployment_id=deployment.pk, at=now(), targets=targets, readings=readings,
+                           kv_bytes_per_token=kv_bytes_per_token(deployment), previous=cache.get(live_key(deployment.pk)))
+        history = (cache.get(history_key(deployment.pk)) or [])[-(HISTORY_LEN - 1):] + [history_point(state)]
+        cache.set_many({live_key(deployment.pk): state, history_key(deployment.pk): history}, timeout=LIVE_TTL_S)
+    finally:
+        cache.delete(lock)
+    emit(f"deployment-{deployment.pk}", {"type": "live", "live": live_view(state, history)}, throttle=True)
+    return state
+
+
+def scrape_running_deployments(*, fetch=fetch_text) -> dict[int, dict | None]:
+    """Every deployment with at least one running process, one after the other (targets of one in parallel)."""
+    by_deployment: dict[int, list[Process]] = defaultdict(list)
+    for p in Process.objects.filter(state=ProcessState.RUNNING).only(
+            "deployment_id", "key", "role", "instance", "address", "ports"):
+        by_deployment[p.deployment_id].append(p)
+    out = {}
+    for deployment in Deployment.objects.filter(pk__in=by_deployment):
+        try:
+            out[deployment.pk] = deployment_scrape(deployment, by_deployment[deployment.pk], fetch=fetch)
+        except Exception:  # one deployment's trouble (Redis hiccup, odd spec) must not starve the others
+            logger.exception("telemetry scrape of deployment %s failed", deployment.pk)
+            out[deployment.pk] = None
+    return out
