@@ -1,0 +1,65 @@
+"""The deployment websocket: viewers of an existing deployment get each scrape round; others are refused."""
+
+import pytest
+import pytest_asyncio
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from apps.inventory.models import Cluster
+from controlplane.asgi import application
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+
+@pytest_asyncio.fixture(autouse=True)
+async def close_executor_connections():
+    from django.db import connections
+
+    yield
+    await database_sync_to_async(connections.close_all)()
+
+
+async def communicator_for(user, deployment_id):
+    from django.test import Client
+
+    client = Client()
+    await database_sync_to_async(client.force_login)(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+    return WebsocketCommunicator(application, f"/ws/deployments/{deployment_id}/",
+                                 headers=[(b"cookie", cookie.encode()), (b"host", b"127.0.0.1"),
+                                          (b"origin", b"http://127.0.0.1")])
+
+
+def _deployment():
+    from apps.deployments.models import Deployment
+
+    return Deployment.objects.create(name="ws", cluster=Cluster.objects.create(name="c"))
+
+
+async def test_viewer_gets_each_scrape_round(make_user):
+    from apps.telemetry.services import deployment_scrape
+
+    user = await database_sync_to_async(make_user)("viewer")
+    deployment = await database_sync_to_async(_deployment)()
+    ws = await communicator_for(user, deployment.pk)
+    connected, _ = await ws.connect()
+    assert connected
+    await database_sync_to_async(deployment_scrape)(deployment, [], fetch=lambda url: "")
+    message = await ws.receive_json_from(timeout=5)
+    assert message["type"] == "live" and message["live"]["instances"] == {} and message["live"]["stale"] is False
+    await ws.disconnect()
+
+
+async def test_user_without_role_is_refused(make_user):
+    user = await database_sync_to_async(make_user)(None)
+    deployment = await database_sync_to_async(_deployment)()
+    ws = await communicator_for(user, deployment.pk)
+    connected, _ = await ws.connect()
+    assert not connected
+
+
+async def test_unknown_deployment_is_refused(make_user):
+    user = await database_sync_to_async(make_user)("viewer")
+    ws = await communicator_for(user, 999999)
+    connected, _ = await ws.connect()
+    assert not connected
