@@ -1,6 +1,8 @@
 // Topology picture of a deployment: draws the read model (/deployments/<pk>/topology.json) as an SVG, in columns
 // by stage (client/proxy | Prefill nodes | Decode nodes) with the KV pool and store below. Re-fetches every 5 s
 // while a job of the deployment is pending or running, so the picture shows the state the job left behind.
+// Live load (apps.telemetry: running/waiting, KV usage, token rates per instance; req/s and KV bytes/s per P->D
+// edge) comes with the snapshot and then over /ws/deployments/<id>/, redrawing only the live layer.
 const NS = "http://www.w3.org/2000/svg";
 const POLL_MS = 5000;
 const WIDTH = 1350;
@@ -14,6 +16,7 @@ const TINT = { green: "#e6f4ea", amber: "#fef3e0", red: "#fce8e6", blue: "#e8f0f
 const ROLE_HUE = { prefill: 214, decode: 140 };
 const CELL_H = 26;
 const RANK_ROW = 17;
+const LIVE_ROW = 18;
 
 const root = document.getElementById("topology");
 
@@ -68,8 +71,10 @@ function rankColours(snapshot) {
 
 // --- layout ------------------------------------------------------------------------------------------------
 
+let liveRows = false; // whether the boxes were laid out with a row for live load
+
 function instanceHeight(inst) {
-  return 22 + inst.ranks.length * RANK_ROW + 6;
+  return 22 + inst.ranks.length * RANK_ROW + 6 + (liveRows ? LIVE_ROW : 0);
 }
 
 function nodeHeight(node, snapshot, hosted) {
@@ -142,6 +147,10 @@ function defs(svg) {
       orient: "auto-start-reverse" }, d);
     el("path", { d: "M0,0 L10,5 L0,10 z", fill: colour }, m);
   }
+  // For KV edges drawn thick by their flow: a head of fixed size, not one that grows with the line.
+  const m = el("marker", { id: "arrow-kvflow", viewBox: "0 0 10 10", refX: 8, refY: 5, markerWidth: 14, markerHeight: 14,
+    markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" }, d);
+  el("path", { d: "M0,0 L10,5 L0,10 z", fill: "#0f766e" }, m);
 }
 
 function drawNode(svg, box, snapshot, colours) {
@@ -311,13 +320,14 @@ function drawEdges(svg, lay, snapshot) {
     outs.get(e.source).push(e);
     ins.get(e.target).push(e);
   }
-  const spread = (b, k, n) => b.y + 26 + ((b.h - 34) * (k + 0.5)) / n;
+  const spread = (b, k, n) => b.y + 26 + ((b.h - 34 - (liveRows ? LIVE_ROW : 0)) * (k + 0.5)) / n;
   for (const e of kv) {
     const a = boxes.get(e.source), b = boxes.get(e.target);
     if (!a || !b) continue;
     const o = outs.get(e.source), i = ins.get(e.target);
     const y1 = spread(a, o.indexOf(e), o.length), y2 = spread(b, i.indexOf(e), i.length);
-    path(layer, curve(a.x + a.w, y1, b.x - 2, y2), "kv", e, { "marker-end": "url(#arrow-kv)" });
+    const g = path(layer, curve(a.x + a.w, y1, b.x - 2, y2), "kv", e, { "marker-end": "url(#arrow-kv)" });
+    kvGeometry.set(e.id, { g, x1: a.x + a.w, y1, x2: b.x - 2, y2 });
   }
   // Each window once, where its edges meet the box: out above the first port, in below the last.
   for (const [id, list] of outs) {
@@ -353,7 +363,10 @@ function drawEdges(svg, lay, snapshot) {
 function draw(snapshot) {
   const holder = root.querySelector(".topology-canvas");
   holder.replaceChildren();
+  kvGeometry.clear();
+  svgNow = null;
   if (!snapshot.nodes.length) return;
+  liveRows = Boolean(snapshot.live);
   const lay = layout(snapshot);
   boxesNow = lay.boxes;
   const colours = rankColours(snapshot);
@@ -376,6 +389,133 @@ function draw(snapshot) {
   }
   drawBand(svg, lay, snapshot);
   drawEdges(svg, lay, snapshot);
+  svgNow = svg;
+  drawLive(snapshot.live);
+}
+
+// --- live load ---------------------------------------------------------------------------------------------
+
+let svgNow = null;
+const kvGeometry = new Map(); // kv_transfer edge id -> its path group and end points
+
+function fmtRate(v, unit) {
+  if (v === null || v === undefined) return "—";
+  if (v >= 10000) return `${Math.round(v / 1000)}k ${unit}`;
+  if (v >= 1000) return `${(v / 1000).toFixed(1)}k ${unit}`;
+  if (v >= 100) return `${Math.round(v)} ${unit}`;
+  return `${v >= 10 ? v.toFixed(0) : v.toFixed(1)} ${unit}`;
+}
+
+function fmtBytes(v) {
+  if (v === null || v === undefined) return "—";
+  const units = ["B/s", "KB/s", "MB/s", "GB/s", "TB/s"];
+  let k = 0;
+  while (v >= 1000 && k < units.length - 1) { v /= 1000; k++; }
+  return `${v >= 100 ? v.toFixed(0) : v.toFixed(1)} ${units[k]}`;
+}
+
+const fmtMs = (s) => (s === null || s === undefined ? "—" : `${s < 0.01 ? (s * 1000).toFixed(1) : Math.round(s * 1000)} ms`);
+const num = (v) => (v === null || v === undefined ? "—" : `${Math.round(v)}`);
+
+function bezierAt(g, t) {
+  const dx = Math.max(40, (g.x2 - g.x1) / 2);
+  const u = 1 - t;
+  const x = u ** 3 * g.x1 + 3 * u * u * t * (g.x1 + dx) + 3 * u * t * t * (g.x2 - dx) + t ** 3 * g.x2;
+  const y = u ** 3 * g.y1 + 3 * u * u * t * g.y1 + 3 * u * t * t * g.y2 + t ** 3 * g.y2;
+  return { x, y };
+}
+
+function drawLive(live) {
+  if (!svgNow) return;
+  svgNow.querySelector(".live-layer")?.remove();
+  for (const { g } of kvGeometry.values()) {
+    g.classList.remove("busy", "idle");
+    const line = g.querySelector(".edge-line");
+    line.style.strokeWidth = "";
+    line.setAttribute("marker-end", "url(#arrow-kv)");
+  }
+  if (!live) return;
+  const layer = el("g", { class: `live-layer${live.stale ? " stale" : ""}`, "data-at": live.at }, svgNow);
+  for (const [id, b] of boxesNow) {
+    if (!b.inst) continue;
+    const v = live.instances[b.inst.name];
+    const y = b.y + b.h - LIVE_ROW - 2;
+    const g = el("g", { class: "live-instance", "data-instance": b.inst.name }, layer);
+    if (!v) {
+      text(g, b.x + 8, y + 13, "no live data (not scraped)", { class: "live-text muted" });
+      continue;
+    }
+    if (v.status !== "ok" && v.status !== "partial") {
+      text(g, b.x + 8, y + 13, `metrics ${v.status}: ${v.reason}`.slice(0, 70), { class: "live-text bad" });
+      tip(g, `${b.inst.name}: ${v.reason}`);
+      continue;
+    }
+    // KV cache usage bar and its percentage, then as many of the numbers as fit (all of them in the hover).
+    const usage = v.kv_usage ?? 0;
+    el("rect", { x: b.x + 8, y: y + 4, width: 40, height: 9, rx: 2, class: "kv-bar-bg" }, g);
+    el("rect", { x: b.x + 8, y: y + 4, width: Math.max(0, Math.min(1, usage)) * 40, height: 9, rx: 2,
+      class: `kv-bar${usage > 0.9 ? " full" : usage > 0.7 ? " high" : ""}` }, g);
+    text(g, b.x + 52, y + 13, v.kv_usage === null ? "—" : `${Math.round(usage * 100)}%`, { class: "live-text" });
+    const role = b.inst.role;
+    const parts = [`run ${num(v.running)} wait ${num(v.waiting)}`,
+      role === "prefill" ? `${fmtRate(v.prompt_tok_s, "tok/s")} in` : `${fmtRate(v.gen_tok_s, "tok/s")} out`,
+      `TTFT ${fmtMs(v.ttft_s)}`];
+    if (role === "decode") parts.push(`ITL ${fmtMs(v.itl_s)}`);
+    if (v.status === "partial") parts.unshift(`${v.reachable}/${v.processes} read`);
+    const line = text(g, b.x + 84, y + 13, parts.join(" · "), { class: `live-text${v.status === "partial" ? " warn" : ""}` });
+    while (parts.length > 1 && line.getComputedTextLength() > b.w - 92) {
+      parts.pop();
+      line.textContent = parts.join(" · ");
+    }
+    tip(g, `${b.inst.name} live (${live.stale ? "stale, " : ""}read ${Math.round(live.age_s)} s ago)\n`
+      + `KV cache usage ${v.kv_usage === null ? "—" : `${(usage * 100).toFixed(1)}%`} (fullest rank)\n`
+      + `running ${num(v.running)} · waiting ${num(v.waiting)}\nprompt ${fmtRate(v.prompt_tok_s, "tok/s")} · generation ${fmtRate(v.gen_tok_s, "tok/s")}`
+      + `\nTTFT ${fmtMs(v.ttft_s)} · ITL ${fmtMs(v.itl_s)} (means over the last ${live.interval_s ? Math.round(live.interval_s) : "—"} s)`
+      + `${v.reason ? `\n${v.reason}` : ""}`);
+  }
+  // The proxy's client rate under the client arrow; the pool's fill under its box.
+  for (const [key, v] of Object.entries(live.services)) {
+    const b = boxesNow.get(`proc:${key}`);
+    if (!b || !b.service) continue;
+    let str;
+    if (v.status !== "ok") str = `metrics ${v.status}: ${v.reason}`.slice(0, 60);
+    else if (b.service.role === "proxy") str = `${fmtRate(v.req_s, "req/s")} · TTFT ${fmtMs(v.ttft_s)}`;
+    else if (b.service.role === "kv_pool") {
+      str = `${num(v.key_count)} keys · ${fmtBytes(v.allocated_bytes).replace("/s", "")} of ${fmtBytes(v.total_bytes).replace("/s", "")} allocated`;
+    } else continue;
+    const at = b.service.role === "proxy" ? { x: boxesNow.get("client").x + boxesNow.get("client").w / 2 + 8, y: b.nodeBox.y - 12 }
+      : { x: b.x + 4, y: b.y + b.h + 15 };
+    label(layer, at.x, at.y, str, "start", `edge-label live-service${v.status !== "ok" ? " bad" : ""}`);
+  }
+  // KV hand-over edges: thickness from KV bytes/s relative to the busiest edge, a label where there is traffic.
+  const flows = [...kvGeometry.keys()].map((id) => live.edges[id]?.kv_bytes_s ?? 0);
+  const top = Math.max(0, ...flows);
+  const labelled = [];
+  for (const [id, geo] of kvGeometry) {
+    const e = live.edges[id];
+    const flow = e?.kv_bytes_s ?? 0;
+    const line = geo.g.querySelector(".edge-line");
+    if (!e || !flow) { geo.g.classList.add("idle"); continue; }
+    geo.g.classList.add("busy");
+    line.style.strokeWidth = `${1.5 + 6.5 * Math.sqrt(flow / top)}`;
+    line.setAttribute("marker-end", "url(#arrow-kvflow)");
+    // Labels mid-way, nudged down while they would overlap one already placed.
+    let p = bezierAt(geo, 0.5);
+    while (labelled.some((q) => Math.abs(q.y - p.y) < 13 && Math.abs(q.x - p.x) < 120)) p = { x: p.x, y: p.y + 13 };
+    labelled.push(p);
+    const lbl = label(layer, p.x, p.y - 4, `${fmtRate(e.req_s, "req/s")} · ${fmtBytes(flow)}`, "middle", "edge-label kv live-flow");
+    const check = e.engine_kv_bytes_s !== null && e.engine_kv_bytes_s !== undefined
+      ? `\nengines' own counters: ${fmtBytes(e.engine_kv_bytes_s)}` : "\n(no engine transfer counters: vllm-ascend exports none)";
+    tip(lbl, `${id.replace("kv_transfer:", "").replaceAll("inst:", "")}: ${fmtRate(e.req_s, "req/s")}, ${fmtRate(e.prompt_tok_s, "prompt tok/s")}\n`
+      + `KV ${fmtBytes(flow)} from ${e.source_label}${check}\n${num(e.requests)} hand-overs since the proxy started`);
+  }
+}
+
+function liveStatus(live) {
+  if (!live) return "live: no scrape yet";
+  const bad = live.targets.filter((t) => t.status !== "ok");
+  return `live ${live.stale ? "STALE, " : ""}read ${new Date(live.at * 1000).toLocaleTimeString()}`
+    + (bad.length ? ` · ${bad.length} of ${live.targets.length} targets not read: ${bad.map((t) => `${t.key} ${t.status}`).join(", ")}` : "");
 }
 
 function showProblems(snapshot) {
@@ -398,6 +538,8 @@ function showProblems(snapshot) {
 
 let lastBody = "";
 let timer = null;
+let current = null;
+let socket = null;
 
 async function refresh() {
   const status = root.querySelector(".topology-status");
@@ -407,6 +549,7 @@ async function refresh() {
     if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
     const body = await resp.text();
     snapshot = JSON.parse(body);
+    current = snapshot;
     if (body !== lastBody) {
       lastBody = body;
       showProblems(snapshot);
@@ -422,10 +565,32 @@ async function refresh() {
   const rev = snapshot.revision ? `r${snapshot.revision.number}` : "no revision";
   status.textContent = `${rev}${snapshot.profile ? ` · ${snapshot.profile}` : ""} · read ${when}`
     + (job ? ` · job #${job.id} (${job.kind}) ${job.status}: refreshing every ${POLL_MS / 1000} s` : "");
+  root.querySelector(".topology-live").textContent = liveStatus(snapshot.live);
+  if (!socket) connectLive(snapshot.deployment.id);
   root.dataset.state = job ? "watching" : "idle";
   root.dataset.loaded = "1";
   clearTimeout(timer);
   if (job) timer = setTimeout(refresh, POLL_MS);
+}
+
+// Each scrape round arrives here; only the live layer is redrawn (the whole picture when its row first appears).
+function connectLive(deploymentId) {
+  const proto = location.protocol === "https:" ? "wss" : "ws";
+  socket = new WebSocket(`${proto}://${location.host}/ws/deployments/${deploymentId}/`);
+  socket.onopen = () => { root.dataset.ws = "open"; };
+  socket.onmessage = (e) => {
+    const msg = JSON.parse(e.data);
+    if (msg.type !== "live" || !current) return;
+    current.live = msg.live;
+    if (Boolean(msg.live) !== liveRows) draw(current);
+    else drawLive(msg.live);
+    root.querySelector(".topology-live").textContent = liveStatus(msg.live);
+    root.dataset.liveAt = `${msg.live.at}`;
+  };
+  socket.onclose = () => {
+    root.dataset.ws = "closed";
+    setTimeout(() => connectLive(deploymentId), 5000);
+  };
 }
 
 if (root) {
