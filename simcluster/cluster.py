@@ -142,11 +142,14 @@ def _session_procs(sshd_pid: int) -> list[int]:
 
 
 def node_processes(ndir: Path) -> list[int]:
-    """Engines registered on the node plus login-user processes named by pid files below the node dir."""
+    """Engines registered on the node, login-user processes named by pid files below the node dir, and every
+    process started over SSH on this node wherever it keeps its files (sshd gives each session
+    SIMCLUSTER_NODE_DIR, and the processes a session starts inherit it)."""
     import pwd
 
     uid = pwd.getpwnam(LOGIN_USER).pw_uid
     found = {int(e["pid"]) for e in nodestate.running_engines(ndir)}
+    found |= _processes_with_env("SIMCLUSTER_NODE_DIR", str(ndir), uid)
     for pidfile in ndir.rglob("*.pid"):
         if pidfile.name == "sshd.pid":
             continue
@@ -157,6 +160,21 @@ def node_processes(ndir: Path) -> list[int]:
         if pid_alive(pid) and procs.uid_of(pid) == uid:
             found.add(pid)
     return sorted(found)
+
+
+def _processes_with_env(name: str, value: str, uid: int) -> set[int]:
+    marker = f"{name}={value}".encode()
+    found = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if proc.stat().st_uid != uid:
+                continue
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker in environ and pid_alive(int(proc.name)):
+            found.add(int(proc.name))
+    return found
 
 
 def down(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:

@@ -1,0 +1,34 @@
+"""`down` stops what the control plane started over SSH even when its pid files live outside the node dir
+(a deployment's run_dir), so Ctrl-C on `make run` leaves nothing running."""
+
+import time
+
+from simtest_helpers import ssh_connect, ssh_run
+
+from simcluster import cluster
+from simcluster.sshnode import pid_alive
+
+
+def test_down_stops_processes_started_over_ssh_outside_the_node_dir(state_root):
+    spec = {"name": "t", "nodes": [{"name": "n0", "address": "127.0.10.139", "hardware": "", "role": "proxy",
+                                    "ssh_port": 22, "labels": {}}], "services": {}}
+    sdir = state_root / "down-sim"
+    state = cluster.up(spec, sdir)
+    try:
+        node = state["nodes"]["n0"]
+        client = ssh_connect("127.0.10.139", 22, node["host_key"], str(sdir / "id_ed25519"))
+        elsewhere = "/tmp/pdcp-down-test-run"
+        status, out, err = ssh_run(client, f"mkdir -p {elsewhere}; cd {elsewhere}; setsid nohup sh -c 'echo $$ > "
+                              f"{elsewhere}/sleeper.pid; exec sleep 300' > /dev/null 2>&1 < /dev/null & "
+                              f"sleep 0.3; cat {elsewhere}/sleeper.pid")
+        client.close()
+        assert status == 0, err
+        pid = int(out.strip())
+        assert pid_alive(pid)
+    finally:
+        stopped = cluster.down(sdir)
+    deadline = time.monotonic() + 5
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not pid_alive(pid), f"left running: {pid} (down stopped {stopped})"
+    assert any(entry.endswith(f":{pid}") for entry in stopped)
