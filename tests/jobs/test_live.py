@@ -1,36 +1,18 @@
 """Job events reach a websocket subscriber after commit, and only users with a role may subscribe."""
 
 import pytest
-import pytest_asyncio
 from channels.db import database_sync_to_async
-from channels.testing import WebsocketCommunicator
 
 from apps.jobs.choices import JobKind
 from apps.jobs.models import Job
 from apps.jobs.services import job_event_add
-from controlplane.asgi import application
+from tests.ws_helpers import close_executor_connections, session_communicator  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
 
-@pytest_asyncio.fixture(autouse=True)
-async def close_executor_connections():
-    """database_sync_to_async runs in a shared thread whose connection would outlive the test database."""
-    from django.db import connections
-
-    yield
-    await database_sync_to_async(connections.close_all)()
-
-
 async def communicator_for(user, job_id):
-    from django.test import Client
-
-    client = Client()
-    await database_sync_to_async(client.force_login)(user)
-    cookie = f"sessionid={client.cookies['sessionid'].value}"
-    return WebsocketCommunicator(application, f"/ws/jobs/{job_id}/",
-                                 headers=[(b"cookie", cookie.encode()), (b"host", b"127.0.0.1"),
-                                          (b"origin", b"http://127.0.0.1")])
+    return await session_communicator(user, f"/ws/jobs/{job_id}/")
 
 
 async def test_events_are_pushed_to_subscribers(make_user):

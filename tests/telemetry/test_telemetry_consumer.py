@@ -1,33 +1,16 @@
 """The deployment websocket: viewers of an existing deployment get each scrape round; others are refused."""
 
 import pytest
-import pytest_asyncio
 from channels.db import database_sync_to_async
-from channels.testing import WebsocketCommunicator
 
 from apps.inventory.models import Cluster
-from controlplane.asgi import application
+from tests.ws_helpers import close_executor_connections, session_communicator  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
 
-@pytest_asyncio.fixture(autouse=True)
-async def close_executor_connections():
-    from django.db import connections
-
-    yield
-    await database_sync_to_async(connections.close_all)()
-
-
 async def communicator_for(user, deployment_id):
-    from django.test import Client
-
-    client = Client()
-    await database_sync_to_async(client.force_login)(user)
-    cookie = f"sessionid={client.cookies['sessionid'].value}"
-    return WebsocketCommunicator(application, f"/ws/deployments/{deployment_id}/",
-                                 headers=[(b"cookie", cookie.encode()), (b"host", b"127.0.0.1"),
-                                          (b"origin", b"http://127.0.0.1")])
+    return await session_communicator(user, f"/ws/deployments/{deployment_id}/")
 
 
 def _deployment():
