@@ -118,6 +118,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-orphaned-jobs": {"task": "apps.jobs.tasks.sweep_orphaned_jobs_task", "schedule": 60.0},
     "scrape-live-state": {"task": "apps.telemetry.tasks.scrape_live_state_task", "schedule": 5.0,
                           "options": {"expires": 5.0}},  # a round older than the period is already stale
+    "poll-npus": {"task": "apps.telemetry.tasks.poll_npus_task", "schedule": 30.0, "options": {"expires": 30.0}},
 }
 # A running job whose worker has not beaten its heart for this long is marked failed by the sweep.
 JOB_HEARTBEAT_TIMEOUT_SECONDS = int(env_str("JOB_HEARTBEAT_TIMEOUT_SECONDS", "60"))

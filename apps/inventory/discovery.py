@@ -1,6 +1,5 @@
 """The discover job: SSH to a node, read `npu-smi`, and store its NPU dies; on any failure keep what was stored."""
 
-from django.db import transaction
 from django.utils import timezone
 
 from apps.jobs.choices import JobKind, NodeStepState
@@ -8,13 +7,13 @@ from apps.jobs.context import JobContext, JobFailed
 from apps.jobs.registry import job_handler
 from apps.jobs.ssh import SshAuthFailed, SshConnection, SshError, SshHostKeyMismatch, SshUnreachable
 
-from .choices import NpuHealth, Reachability
-from .models import Node, Npu
+from .choices import Reachability
+from .models import Node
+from .npu_rows import npu_rows_store
 from .npu_smi import NpuSmiParseError, npu_smi_parse_health, npu_smi_parse_info
 from .ssh_targets import NodeNotReady, ssh_target_for
 
 COMMAND_TIMEOUT = 30
-HEALTH_RANK = {NpuHealth.OK: 0, NpuHealth.WARNING: 1, NpuHealth.ALARM: 2, NpuHealth.CRITICAL: 3}
 
 
 def node_mark(node: Node, state: Reachability, detail: str = "") -> None:
@@ -47,7 +46,7 @@ def discover_node(ctx: JobContext) -> None:
         ctx.node_state(node.name, NodeStepState.RUNNING, "read health", step_done=True)
     finally:
         conn.close()
-    count = _store(node, info, health)
+    count = npu_rows_store(node, info, health)
     node_mark(node, Reachability.REACHABLE)
     expected = f" (inventory expects {node.npu_count})" if node.npu_count and node.npu_count != count else ""
     ctx.summary = f"{node.name}: {count} NPU dies discovered{expected}"
@@ -106,37 +105,6 @@ def _health_by_npu(ctx: JobContext, conn: SshConnection, node: Node, npu_ids: li
         except NpuSmiParseError as exc:
             _fail(ctx, node, f"cannot parse the health of NPU {npu_id} on {node.name}: {exc}")
     return health
-
-
-def _normal_health(value: str) -> NpuHealth:
-    for choice in NpuHealth:
-        if choice.value.lower() == str(value).strip().lower():
-            return choice
-    return NpuHealth.UNKNOWN
-
-
-def _worse(a: NpuHealth, b: NpuHealth) -> NpuHealth:
-    return a if HEALTH_RANK.get(a, -1) >= HEALTH_RANK.get(b, -1) else b
-
-
-def _store(node: Node, info, health: dict[int, str]) -> int:
-    now = timezone.now()
-    with transaction.atomic():
-        kept = []
-        for die in info.dies:
-            state = _worse(_normal_health(die.health), _normal_health(health.get(die.npu_id, die.health)))
-            npu, _ = Npu.objects.update_or_create(
-                node=node, logical_id=die.logical_id,
-                defaults=dict(npu_id=die.npu_id, chip_id=die.chip_id, phy_id=die.phy_id, name=die.name,
-                              bus_id=die.bus_id, health=state, hbm_used_mb=die.hbm_used_mb,
-                              hbm_total_mb=die.hbm_total_mb, aicore_percent=die.aicore_percent,
-                              power_w=die.power_w, temperature_c=die.temp_c, last_seen=now),
-            )
-            kept.append(npu.pk)
-        Npu.objects.filter(node=node).exclude(pk__in=kept).delete()
-        if info.dies and not node.npu_model:
-            Node.objects.filter(pk=node.pk).update(npu_model=info.dies[0].name)
-    return len(kept)
 
 
 def _fail(ctx: JobContext, node: Node, message: str):

@@ -45,6 +45,13 @@ def node_detail(request, pk):
     return render(request, "ui/node_detail.html", {"node": node, "npus": node.npus.all(), "jobs": jobs})
 
 
+@viewer_required
+def node_npus(request, pk):
+    """The node page's NPU tiles alone, for its 15 s poll."""
+    node = get_object_or_404(Node, pk=pk)
+    return render(request, "ui/_npu_grid.html", {"node": node, "npus": node.npus.all()})
+
+
 @require_POST
 @operator_required
 def node_discover_action(request, pk):
