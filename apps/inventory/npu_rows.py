@@ -40,7 +40,9 @@ def npu_rows_store(node: Node, info: NpuSmiInfo, health: dict[int, str] | None =
                             aicore_percent=die.aicore_percent, power_w=die.power_w, temperature_c=die.temp_c,
                             last_seen=now)
             if refresh_only:
-                written += Npu.objects.filter(node=node, logical_id=die.logical_id).update(**readings)
+                # A die whose identity moved (other hardware now) stays stale until a discover records it.
+                written += Npu.objects.filter(node=node, logical_id=die.logical_id, npu_id=die.npu_id,
+                                              chip_id=die.chip_id).update(**readings)
                 continue
             npu, _ = Npu.objects.update_or_create(
                 node=node, logical_id=die.logical_id,

@@ -425,8 +425,48 @@ function bezierAt(g, t) {
   return { x, y };
 }
 
+// --- sparklines: the last rounds of an instance's token rate (prompt tok/s for Prefill, generation for Decode) ---
+
+const SPARK_W = 64;
+const SPARK_H = 12;
+const SPARK_FIELD = { prefill: "prompt_tok_s", decode: "gen_tok_s" };
+const HISTORY_LEN = 60;
+// Rounds seen by this page, for a field the server's history does not carry (yet): then the line starts empty
+// and grows with each round pushed over the websocket.
+const seenRounds = [];
+
+function remember(live) {
+  if (!live || seenRounds.at(-1)?.at === live.at) return;
+  const values = {};
+  for (const [name, v] of Object.entries(live.instances)) values[name] = { prompt_tok_s: v.prompt_tok_s, gen_tok_s: v.gen_tok_s };
+  seenRounds.push({ at: live.at, values });
+  if (seenRounds.length > HISTORY_LEN) seenRounds.shift();
+}
+
+function sparkSeries(live, name, field) {
+  const fromServer = live.history?.instances?.[name];
+  if (fromServer && field in fromServer) return fromServer[field];
+  return seenRounds.map((r) => r.values[name]?.[field] ?? null);
+}
+
+// A polyline of the rounds with a value (gaps are skipped, not drawn as zero), scaled to the series' own maximum;
+// null when fewer than two rounds have one.
+function sparkline(parent, x, y, series, label) {
+  const points = series.map((v, i) => [i, v]).filter(([, v]) => v !== null && v !== undefined && Number.isFinite(v));
+  if (points.length < 2) return null;
+  const max = Math.max(...points.map(([, v]) => v)) || 1;
+  const step = SPARK_W / Math.max(1, series.length - 1);
+  const d = points.map(([i, v], k) => `${k ? "L" : "M"}${(x + i * step).toFixed(1)},${(y + SPARK_H - (v / max) * SPARK_H).toFixed(1)}`).join(" ");
+  const g = el("g", { class: "sparkline" }, parent);
+  el("rect", { x: x - 2, y: y - 1, width: SPARK_W + 4, height: SPARK_H + 2, rx: 2, class: "spark-bg" }, g);
+  el("path", { d, class: "spark-line" }, g);
+  tip(g, `${label}: last ${points.length} rounds, peak ${fmtRate(max, "tok/s")}`);
+  return g;
+}
+
 function drawLive(live) {
   if (!svgNow) return;
+  remember(live);
   svgNow.querySelector(".live-layer")?.remove();
   for (const { g } of kvGeometry.values()) {
     g.classList.remove("busy", "idle");
@@ -462,8 +502,12 @@ function drawLive(live) {
       `TTFT ${fmtMs(v.ttft_s)}`];
     if (role === "decode") parts.push(`ITL ${fmtMs(v.itl_s)}`);
     if (v.status === "partial") parts.unshift(`${v.reachable}/${v.processes} read`);
+    const field = SPARK_FIELD[role];
+    const spark = field && sparkline(g, b.x + b.w - SPARK_W - 8, y + 2, sparkSeries(live, b.inst.name, field),
+      `${b.inst.name} ${role === "prefill" ? "prompt" : "generation"} tok/s`);
+    const room = b.w - 92 - (spark ? SPARK_W + 10 : 0);
     const line = text(g, b.x + 84, y + 13, parts.join(" · "), { class: `live-text${v.status === "partial" ? " warn" : ""}` });
-    while (parts.length > 1 && line.getComputedTextLength() > b.w - 92) {
+    while (parts.length > 1 && line.getComputedTextLength() > room) {
       parts.pop();
       line.textContent = parts.join(" · ");
     }

@@ -92,3 +92,52 @@ def test_the_detail_page_draws_the_reference_topology(live_stack, browser, refer
     expect(page.locator("#topology .topology-problems")).to_contain_text("d1")
     page.locator("#topology").screenshot(path=str(tmp_path / "topology-after-job.png"))
     assert errors == []
+
+
+def _live_round(at: float, instances: dict) -> dict:
+    return {"at": at, "interval_s": 5.0, "kv_bytes_per_token": None, "edges": {}, "services": {}, "targets": [],
+            "instances": {name: {"status": "ok", "reason": "", "kv_usage": 0.4, "running": 3, "waiting": 0,
+                                 "ttft_s": 0.2, "itl_s": 0.03, "reachable": 1, "processes": 1, **rates}
+                          for name, rates in instances.items()}}
+
+
+def test_instances_show_a_sparkline_of_their_token_rate(live_stack, browser, reference_deployment, tmp_path):
+    """Decode draws generation tok/s from the server's history; one round is not a line."""
+    import os
+    import time
+
+    from django.core.cache.backends.redis import RedisCache
+    from playwright.sync_api import expect
+
+    from apps.telemetry.live import history_point
+    from apps.telemetry.selectors import history_key, live_key
+    from tests.e2e.conftest import E2E_REDIS
+
+    web_cache = RedisCache(E2E_REDIS, {"KEY_PREFIX": os.environ.get("PDCP_CACHE_PREFIX", "pdcp")})
+    now = time.time()
+    rounds = [_live_round(now - 5 * (7 - k), {"p0": {"prompt_tok_s": 900.0 + 100 * k, "gen_tok_s": 2.0},
+                                               "d0": {"prompt_tok_s": 0.0, "gen_tok_s": 40.0 + 15 * k}})
+              for k in range(8)]
+    pk = reference_deployment.pk
+    web_cache.set_many({live_key(pk): rounds[-1], history_key(pk): [history_point(r) for r in rounds]}, timeout=60)
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{live_stack}/login/")
+        page.fill("input[name=username]", "watcher")
+        page.fill("input[name=password]", "e2e-password-123")
+        page.click("button[type=submit]")
+        page.goto(f"{live_stack}/deployments/{pk}/")
+
+        d0 = page.locator("#topology .live-instance[data-instance=d0] .sparkline path.spark-line")
+        expect(d0).to_have_count(1, timeout=15000)
+        assert d0.get_attribute("d").count("L") == 7  # eight rounds, eight points
+        assert "generation tok/s" in page.locator(
+            "#topology .live-instance[data-instance=d0] .sparkline title").text_content()
+        # d1 has no live data at all: no line drawn for it
+        expect(page.locator("#topology .live-instance[data-instance=d1] .sparkline")).to_have_count(0)
+        page.locator("#topology").screenshot(path=str(tmp_path / "topology-sparklines.png"))
+        assert errors == []
+    finally:
+        web_cache.delete_many([live_key(pk), history_key(pk)])

@@ -16,6 +16,18 @@ from apps.jobs.runner import run_job
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def own_cache_prefix(settings):
+    """The round's lock lives in Redis: a parallel run of this suite must not hold ours."""
+    import copy
+    import os
+    import uuid
+
+    caches = copy.deepcopy(settings.CACHES)
+    caches["default"]["KEY_PREFIX"] = f"pdcp-test-npu-poll-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    settings.CACHES = caches
+
+
 @pytest.fixture
 def discovered(sim_node, make_user):
     job = node_discover(sim_node, user=make_user("operator"))
@@ -55,8 +67,10 @@ def test_a_round_refreshes_hbm_health_and_last_seen_without_job_or_audit_rows(di
 
 def test_polling_never_adds_or_removes_dies(discovered, fake_npu_smi):
     fake_npu_smi.prints("full_910b_8npu_info.txt")  # other hardware now: that is for a discover job to record
-    npu_poll_round()
+    before = _rows(discovered)
+    assert npu_poll_round().refreshed_rows == 1  # of the 910B's dies only logical 0 is still NPU 0 chip 0
     assert Npu.objects.filter(node=discovered).count() == 16
+    assert _rows(discovered)[1:] == before[1:]
 
 
 def test_damaged_output_keeps_rows_and_the_node_reachable(discovered, fake_npu_smi):
