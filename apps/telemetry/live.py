@@ -211,6 +211,6 @@ def _proxy_service(r: TargetReading, prev: dict, dt: float | None) -> dict:
 def history_point(state: dict) -> dict:
     """The few numbers a sparkline needs from one round."""
     return {"at": state["at"],
-            "instances": {n: {k: i.get(k) for k in ("running", "waiting", "kv_usage", "gen_tok_s")}
+            "instances": {n: {k: i.get(k) for k in ("running", "waiting", "kv_usage", "prompt_tok_s", "gen_tok_s")}
                           for n, i in state["instances"].items()},
             "edges": {e: d.get("kv_bytes_s") for e, d in state["edges"].items() if e.startswith("kv_transfer:")}}

@@ -31,7 +31,7 @@ def live_view(state: dict, history: list[dict], *, now: float | None = None) -> 
         "history": {
             "at": [h["at"] for h in history],
             "instances": {name: {field: [h["instances"].get(name, {}).get(field) for h in history]
-                                 for field in ("kv_usage", "running", "waiting", "gen_tok_s")}
+                                 for field in ("kv_usage", "running", "waiting", "prompt_tok_s", "gen_tok_s")}
                           for name in state["instances"]},
             "edges": {e: [h["edges"].get(e) for h in history] for e in state["edges"] if e.startswith("kv_transfer:")},
         },

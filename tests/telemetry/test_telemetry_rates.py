@@ -105,3 +105,13 @@ def test_a_stale_previous_round_gives_no_rates():
     first = round_(100.0, engine(0, 0, 0, 0), engine(0, 0, 0, 0), proxy(0, 0))
     later = round_(400.0, engine(10, 0, 1, 0.1), engine(0, 0, 0, 0), proxy(1, 10), previous=first)
     assert later["interval_s"] is None and later["edges"]["kv_transfer:inst:p0->inst:d0"]["req_s"] is None
+
+
+def test_history_keeps_what_both_sparklines_draw():
+    from apps.telemetry.live import history_point
+
+    first = round_(100.0, engine(1000, 0, 10, 1.0), engine(0, 500, 10, 2.0), proxy(10, 1000))
+    second = round_(105.0, engine(3000, 0, 30, 3.0), engine(0, 1500, 30, 4.0), proxy(30, 3000), previous=first)
+    point = history_point(second)
+    assert point["instances"]["p0"]["prompt_tok_s"] == 400.0  # Prefill draws prompt tokens/s
+    assert point["instances"]["d0"]["gen_tok_s"] == 200.0  # Decode draws generated tokens/s
