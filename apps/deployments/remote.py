@@ -99,7 +99,7 @@ def listening_ports(ss_output: str, address: str) -> set[int]:
             continue
         host, _, port = cols[3].rpartition(":")
         host = host.strip("[]")
-        if port.isdigit() and host in (address, "0.0.0.0", "*", "::", ""):
+        if port.isdecimal() and host in (address, "0.0.0.0", "*", "::", ""):
             ports.add(int(port))
     return ports
 
@@ -123,4 +123,4 @@ def completion_probe_command(*, address: str, port: int, model: str, timeout: in
 
 def split_http(stdout: str) -> tuple[int, str]:
     body, _, code = stdout.rstrip().rpartition("\nHTTP ")
-    return (int(code) if code.isdigit() else 0), body
+    return (int(code) if code.isdecimal() else 0), body

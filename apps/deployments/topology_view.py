@@ -118,7 +118,7 @@ def _active_job(deployment: Deployment) -> dict | None:
 
 def _devices(p: PlannedProcess) -> list[int]:
     text = p.launch.env.get("ASCEND_RT_VISIBLE_DEVICES", "")
-    return [int(d) for d in text.split(",") if d.strip().isdigit()]
+    return [int(d) for d in text.split(",") if d.strip().isdecimal()]
 
 
 def _instances(spec: TopologySpec, plan: Plan, rows: dict[str, Process]) -> list[dict]:

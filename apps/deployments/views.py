@@ -95,7 +95,7 @@ def deployment_new(request):
             "description": request.POST.get("description", ""), "yaml_text": request.POST.get("yaml_text", NEW_TEMPLATE)}
     problems, errors = [], {}
     if request.method == "POST":
-        cluster = clusters.filter(pk=form["cluster"]).first() if form["cluster"].isdigit() else None
+        cluster = clusters.filter(pk=form["cluster"]).first() if form["cluster"].isdecimal() else None
         if cluster is None:
             errors["cluster"] = "choose a cluster"
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", form["name"]):
@@ -181,7 +181,7 @@ def deployment_edit_form(request, pk):
 def deployment_plan_page(request, pk):
     deployment = get_object_or_404(Deployment.objects.select_related("cluster"), pk=pk)
     number = request.GET.get("revision", "")
-    revision = (get_object_or_404(Revision, deployment=deployment, number=int(number)) if number.isdigit()
+    revision = (get_object_or_404(Revision, deployment=deployment, number=int(number)) if number.isdecimal()
                 else deployment.active_revision)
     context = {"deployment": deployment, "revision": revision, "problems": [], "stages": [], "text": ""}
     if revision is None:
@@ -202,8 +202,8 @@ def deployment_diff_page(request, pk):
     revisions = {r.number: r for r in deployment.revisions.all()}
     old, new = request.GET.get("old", ""), request.GET.get("new", "")
     active = next((r for r in revisions.values() if r.is_active), None)
-    old_r = revisions.get(int(old)) if old.isdigit() else None
-    new_r = revisions.get(int(new)) if new.isdigit() else active
+    old_r = revisions.get(int(old)) if old.isdecimal() else None
+    new_r = revisions.get(int(new)) if new.isdecimal() else active
     changes = revision_diff(old_r, new_r) if old_r and new_r else []
     return render(request, "deployments/diff.html", {"deployment": deployment, "old": old_r, "new": new_r,
                                                      "changes": changes, "numbers": sorted(revisions, reverse=True)})
@@ -273,7 +273,7 @@ def deployment_export(request, pk):
 def process_log(request, pk):
     process = get_object_or_404(Process.objects.select_related("deployment", "node__credential"), pk=pk)
     lines = request.GET.get("lines", "200")
-    lines = int(lines) if lines.isdigit() else 200
+    lines = int(lines) if lines.isdecimal() else 200
     text, error = "", None
     try:
         text = process_log_tail(process, lines=lines)

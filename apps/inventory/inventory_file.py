@@ -79,6 +79,9 @@ def _construct_mapping(loader, node):
     mapping.start_line = node.start_mark.line + 1
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, (str, int, float, bool)) and key is not None:
+            raise yaml.constructor.ConstructorError(None, None, "a mapping key must be plain text",
+                                                    key_node.start_mark)
         mapping[key] = loader.construct_object(value_node, deep=True)
         mapping.lines[key] = key_node.start_mark.line + 1
     return mapping
@@ -164,7 +167,7 @@ def parse_nodes_csv(text: str) -> InventoryRows:
             if raw == "":
                 continue
             if key in ("ssh_port", "npu_count"):
-                if not raw.isdigit():
+                if not raw.isdecimal():
                     errors.append(FileError(line, key, f"expected a whole number, got {raw!r}"))
                     continue
                 values[key] = int(raw)

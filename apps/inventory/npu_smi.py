@@ -187,7 +187,7 @@ def _row(line: _Line | None, lines: _Lines, n_cells: int, expected: str) -> list
 
 
 def _int(value: str, line: _Line, lines: _Lines, what: str) -> int:
-    if not value.isdigit():
+    if not value.isdecimal():
         raise _fail(line, lines, f"an integer {what} (not {value!r})")
     return int(value)
 
@@ -265,7 +265,7 @@ def _parse_die(lines: _Lines, has_phy: bool) -> NpuDie:
         raise _fail(line2, lines, expected2)
     c2 = _row(line2, lines, 3, expected2)
     chip_cell = c2[0].split()
-    if len(chip_cell) != (2 if has_phy else 1) or not all(v.isdigit() for v in chip_cell):
+    if len(chip_cell) != (2 if has_phy else 1) or not all(v.isdecimal() for v in chip_cell):
         raise _fail(line2, lines, f"{expected2}, first cell 'Chip{' Phy-ID' if has_phy else ''}'")
     chip_id = int(chip_cell[0])
     phy_id = int(chip_cell[1]) if has_phy else None
@@ -357,11 +357,11 @@ def npu_smi_parse_list(text: str) -> tuple[NpuCard, ...]:
     cards: list[dict] = []
     for number, key, value in _key_values(text):
         if key == "Total Count":
-            if not value.isdigit():
+            if not value.isdecimal():
                 raise NpuSmiParseError(number, "an integer after 'Total Count :'", value)
             total, total_line = int(value), number
         elif key == "NPU ID":
-            if not value.isdigit():
+            if not value.isdecimal():
                 raise NpuSmiParseError(number, "an integer after 'NPU ID :'", value)
             cards.append({"npu_id": int(value), "product_name": "", "serial_number": "", "chip_count": None})
         elif not cards:
@@ -371,7 +371,7 @@ def npu_smi_parse_list(text: str) -> tuple[NpuCard, ...]:
         elif key == "Serial Number":
             cards[-1]["serial_number"] = value
         elif key == "Chip Count":
-            if not value.isdigit():
+            if not value.isdecimal():
                 raise NpuSmiParseError(number, "an integer after 'Chip Count :'", value)
             cards[-1]["chip_count"] = int(value)
     if total is None:
@@ -408,7 +408,7 @@ def npu_smi_parse_map(text: str) -> tuple[NpuChipMapping, ...]:
             dash_ok = column in ("Chip Logic ID", "Chip Phy-ID")
             if word == "-" and dash_ok:
                 values[column] = None
-            elif word.isdigit():
+            elif word.isdecimal():
                 values[column] = int(word)
             else:
                 raise NpuSmiParseError(number, f"an integer{' or -' if dash_ok else ''} for {column}", line)

@@ -23,7 +23,8 @@ def run_job(job_id: int) -> None:
         logger.warning("job %s vanished before it ran", job_id)
         return
     if job.cancel_requested:
-        job_transition(job, JobStatus.CANCELED, explanation="canceled before it started")
+        Job.objects.filter(pk=job.pk, status=JobStatus.PENDING).update(
+            status=JobStatus.CANCELED, explanation="canceled before it started")
         return
     if not job_transition(job, JobStatus.RUNNING, worker=worker_identity()):
         logger.info("job %s is %s: not running it again", job_id, job.status)
@@ -40,16 +41,16 @@ def run_job(job_id: int) -> None:
         with acting_as(job.created_by):
             handler(ctx)
     except JobCanceled:
-        ctx.log("canceled: stopped at the operator's request", stream="error")
         job_transition(job, JobStatus.CANCELED, explanation=ctx.job.params.get("cancel_note") or
                        "canceled by the operator; see the log for what was stopped")
+        _last_words(ctx, "canceled: stopped at the operator's request")
     except JobFailed as exc:
-        ctx.log(str(exc), stream="error")
         job_transition(job, JobStatus.FAILED, explanation=str(exc))
+        _last_words(ctx, str(exc))
     except Exception as exc:  # a bug or a broken dependency: say so, keep the traceback in the worker log only
         logger.exception("job %s crashed", job_id)
-        ctx.log(f"internal error: {type(exc).__name__}: {exc}", stream="error")
         job_transition(job, JobStatus.ERROR, explanation=f"internal error ({type(exc).__name__}); see the worker log")
+        _last_words(ctx, f"internal error: {type(exc).__name__}: {exc}")
     else:
         job_transition(job, JobStatus.SUCCESSFUL, explanation=ctx.summary or "done")
     finally:
@@ -57,9 +58,20 @@ def run_job(job_id: int) -> None:
         beat.join(timeout=5)
 
 
+def _last_words(ctx: JobContext, text: str) -> None:
+    try:
+        ctx.log(text, stream="error")
+    except Exception:
+        logger.exception("job %s: could not record its last event", ctx.job.pk)
+
+
 def _beat(ctx: JobContext, stop: threading.Event) -> None:
     try:
         while not stop.wait(HEARTBEAT_SECONDS):
-            ctx._poll_cancel_and_beat()
+            try:
+                ctx._poll_cancel_and_beat()
+            except Exception as exc:  # one failed beat (database restart, lock) must not end the heartbeat
+                logger.warning("job %s heartbeat failed, retrying: %s", ctx.job.pk, exc)
+                connections.close_all()
     finally:
         connections.close_all()  # this thread's connections only: a finished job must not hold the database

@@ -51,6 +51,7 @@ def status_payload(job: Job) -> dict:
 
 
 def job_event_add(job: Job, counter: int, *, text: str, node: str = "", stream: str = "info") -> JobEvent:
+    text = text.replace("\x00", "\\0")  # remote output may carry NULs, which PostgreSQL text refuses
     event = JobEvent.objects.create(job=job, counter=counter, node=node, stream=stream, text=text)
     transaction.on_commit(lambda: emit(f"job-{job.pk}", event_payload(event), throttle=True))
     return event
@@ -79,9 +80,13 @@ def job_cancel(job: Job, *, user) -> Job:
     if job.is_finished:
         raise JobStateError(f"job #{job.pk} already ended ({job.get_status_display().lower()})")
     Job.objects.filter(pk=job.pk).update(cancel_requested=True)
+    # Only a job no worker has claimed ends here; a running one sees the flag and stops itself.
+    claimed = Job.objects.filter(pk=job.pk, status=JobStatus.PENDING).update(
+        status=JobStatus.CANCELED, finished=timezone.now(),
+        explanation=f"canceled by {user.get_username()} before it started")
     job.refresh_from_db()
-    if job.status == JobStatus.PENDING:
-        job_transition(job, JobStatus.CANCELED, explanation=f"canceled by {user.get_username()} before it started")
+    if claimed:
+        transaction.on_commit(lambda: emit(f"job-{job.pk}", status_payload(job)))
     return job
 
 
@@ -93,7 +98,7 @@ def sweep_orphaned_jobs(*, now=None, local_dead_only: bool = False) -> list[int]
     stale_before = now - timedelta(seconds=settings.JOB_HEARTBEAT_TIMEOUT_SECONDS)
     for job in Job.objects.filter(status=JobStatus.RUNNING):
         worker_host, _, pid = job.worker.partition(":")
-        dead_here = worker_host == host and pid.isdigit() and not _pid_alive(int(pid))
+        dead_here = worker_host == host and pid.isdecimal() and not _pid_alive(int(pid))
         stale = job.heartbeat is None or job.heartbeat < stale_before
         if dead_here or (stale and not local_dead_only):
             when = job.heartbeat.isoformat(timespec="seconds") if job.heartbeat else "never"

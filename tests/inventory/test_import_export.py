@@ -171,3 +171,10 @@ def test_nodes_csv_export_round_trips(api_client_for):
     Node.objects.all().delete()
     assert inventory_import(text)["nodes_created"] == 6
     assert Node.objects.get(name="node2").labels == {"role": "decode", "kv_port": "30200"}
+
+
+def test_yaml_with_a_non_text_key_is_a_400_not_a_crash(api_client_for):
+    response = api_client_for("admin").post("/api/inventory/import/", {"text": "clusters:\n  ? [a]\n  : 1\n"},
+                                            format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["line"] == 2

@@ -161,3 +161,50 @@ def _database_url(d) -> str:
     if "sqlite" in d["ENGINE"]:
         return f"sqlite:///{d['NAME']}"
     return f"postgres://{d['USER']}@{d['HOST']}:{d['PORT']}/{d['NAME']}"
+
+
+def test_cancel_of_a_running_job_only_raises_the_flag(job, make_user):
+    job_transition(job, JobStatus.RUNNING, worker="w:1")
+    job_cancel(job, user=make_user("operator"))
+    job.refresh_from_db()
+    assert job.status == JobStatus.RUNNING and job.cancel_requested  # the worker stops it and says what it stopped
+
+
+def test_event_text_with_nul_bytes_is_stored(job):
+    from apps.jobs.services import job_event_add
+
+    event = job_event_add(job, 1, text="before\x00after")
+    assert JobEvent.objects.get(pk=event.pk).text == "before\\0after"
+
+
+def test_events_endpoint_rejects_a_counter_that_is_not_a_number(api_client_for, job):
+    client = api_client_for("viewer")
+    for bad in ("²", "--5", "x"):
+        response = client.get(f"/api/jobs/{job.pk}/events/?counter__gt={bad}")
+        assert response.status_code == 400, bad
+
+
+@pytest.mark.django_db(transaction=True)
+def test_heartbeat_survives_a_failed_beat(job, handler, monkeypatch):
+    from apps.jobs import context
+
+    monkeypatch.setattr("apps.jobs.runner.HEARTBEAT_SECONDS", 0.05)
+    calls = {"n": 0}
+    real = context.JobContext._poll_cancel_and_beat
+
+    def flaky(self):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("database restarting")
+        return real(self)
+
+    monkeypatch.setattr(context.JobContext, "_poll_cancel_and_beat", flaky)
+
+    def work(ctx):
+        deadline = time.monotonic() + 5
+        while calls["n"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    handler(work)
+    run_job(job.pk)
+    assert calls["n"] >= 3  # the beat went on after its first failure

@@ -161,7 +161,7 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         revision = None
         if request.query_params.get("revision"):
             number = request.query_params["revision"]
-            if not number.isdigit():
+            if not number.isdecimal():
                 return Response({"revision": ["expected a revision number"]}, status=status.HTTP_400_BAD_REQUEST)
             revision = get_object_or_404(Revision, deployment=deployment, number=int(number))
         try:
@@ -180,7 +180,7 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         numbers = {}
         for key in ("old", "new"):
             value = request.query_params.get(key, "")
-            if not value.isdigit():
+            if not value.isdecimal():
                 return Response({key: ["expected a revision number"]}, status=status.HTTP_400_BAD_REQUEST)
             numbers[key] = get_object_or_404(Revision, deployment=deployment, number=int(value))
         changes = revision_diff(numbers["old"], numbers["new"])
@@ -269,7 +269,7 @@ class ProcessViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         """The last lines of the process's log, tailed over SSH now (viewers may read logs)."""
         process = self.get_object()
         lines = request.query_params.get("lines", "200")
-        if not lines.isdigit():
+        if not lines.isdecimal():
             return Response({"lines": ["expected a whole number"]}, status=status.HTTP_400_BAD_REQUEST)
         try:
             text = process_log_tail(process, lines=int(lines))

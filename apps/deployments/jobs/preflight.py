@@ -64,7 +64,7 @@ def _preflight(run: DeploymentRun) -> None:
                 if busy and p.key not in own:
                     mine.append(f"ports {busy} of {p.key} are already in use on {address}")
             df = sections.get("disk", "").split()
-            if len(df) >= 4 and df[3].isdigit():
+            if len(df) >= 4 and df[3].isdecimal():
                 if int(df[3]) < MIN_FREE_KIB:
                     mine.append(f"only {int(df[3]) // 1024} MiB free for {run.spec.run_dir} (need 1024 MiB)")
             else:
@@ -98,7 +98,7 @@ def _npu_problems(text, procs, own) -> list[str]:
         users.setdefault(chip_to_logical.get((proc.npu_id, proc.chip_id), -1), []).append(proc)
     for p in procs:
         devices = p.launch.env.get("ASCEND_RT_VISIBLE_DEVICES", "")
-        for d in (int(x) for x in devices.split(",") if x.strip().isdigit()):
+        for d in (int(x) for x in devices.split(",") if x.strip().isdecimal()):
             die = by_logical.get(d)
             if die is None:
                 out.append(f"{p.key}: NPU {d} is not present")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from apps.jobs.choices import JobKind
-from apps.jobs.context import JobContext
+from apps.jobs.context import JobContext, JobFailed
 from apps.jobs.registry import job_handler
 
 from .. import remote
@@ -60,7 +60,11 @@ def _restart(run: DeploymentRun, instances: list[str]) -> None:
         if proxy_up:
             for p in group:
                 _proxy_admin(run, proxy, p, "drain")
-        run.stop([item_of(p) for p in group], why=f"restart {name}")
+        failures = run.stop([item_of(p) for p in group], why=f"restart {name}")
+        if failures:
+            raise JobFailed(f"instance {name} could not be stopped, so it was not started again (a second copy "
+                            "would orphan the first): " + "; ".join(f"{i.key} on {i.node}: {why}"
+                                                                    for i, why in failures))
         run.started = []  # a failure from here on stops this instance's new processes only
         run.start(group)
         run.wait_healthy(group)

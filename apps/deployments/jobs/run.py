@@ -175,7 +175,7 @@ class DeploymentRun:
         for p, o in zip(procs, outcomes, strict=True):
             if o.ok:
                 last = (o.result.stdout.strip().splitlines() or [""])[-1]
-                pid = int(last) if last.isdigit() else None
+                pid = int(last) if last.isdecimal() else None
                 self.started.append(p)
                 self.record(p, pid, ProcessState.RUNNING)
                 self.ctx.log(f"{p.key} started, pid {pid}", node=p.node)
@@ -308,6 +308,9 @@ def guarded(run: DeploymentRun, body) -> None:
     except JobFailed:
         run.cleanup_started("failed")
         raise
+    except NodeFailure as exc:  # SSH to a node broke mid-step: the operator's problem to fix, not a bug
+        run.cleanup_started("failed")
+        raise JobFailed(str(exc)) from exc
     except Exception:
         run.cleanup_started("internal error")
         raise

@@ -44,7 +44,7 @@ def uses_dp_rpc(inst: InstanceSpec) -> bool:
 def adxl_range(spec: TopologySpec, inst: InstanceSpec, node: NodeFacts) -> range:
     """Ports Mooncake may bind at random on this instance's node."""
     base = spec.transfer_ports.base
-    if inst.env.get(ADXL_BASE_ENV, "").isdigit():
+    if inst.env.get(ADXL_BASE_ENV, "").isdecimal():
         base = int(inst.env[ADXL_BASE_ENV])
     return range(base, base + max(node.npu_count, 1) * spec.transfer_ports.per_device)
 

@@ -46,8 +46,10 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
         events = JobEvent.objects.filter(job=job).order_by("counter")
         after = request.query_params.get("counter__gt")
         if after is not None:
-            if not after.lstrip("-").isdigit():
+            try:
+                after = int(after)
+            except ValueError:
                 return Response({"counter__gt": ["expected a whole number"]}, status=status.HTTP_400_BAD_REQUEST)
-            events = events.filter(counter__gt=int(after))
+            events = events.filter(counter__gt=after)
         page = self.paginate_queryset(events)
         return self.get_paginated_response(JobEventSerializer(page, many=True).data)

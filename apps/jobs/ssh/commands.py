@@ -142,7 +142,7 @@ def parse_process_state(stdout: str) -> ProcessState:
     words = stdout.split()
     if words == ["no-pid-file"]:
         return ProcessState("no-pid-file", None)
-    if len(words) == 2 and words[0] in ("running", "stopped", "zombie") and words[1].isdigit():
+    if len(words) == 2 and words[0] in ("running", "stopped", "zombie") and words[1].isdecimal():
         return ProcessState(words[0], int(words[1]))
     raise ValueError(f"unexpected process state output: {stdout.strip()!r}")
 
