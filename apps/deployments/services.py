@@ -76,9 +76,10 @@ def revision_activate(*, revision: Revision, user) -> Revision:
 
 
 def deployment_rollback(*, revision: Revision, user, params: dict | None = None) -> Job:
-    """Rollback = activate an older revision and deploy it."""
-    revision_activate(revision=revision, user=user)
-    return deployment_deploy(deployment=revision.deployment, user=user, params=params)
+    """Rollback = activate an older revision and deploy it; if the deploy cannot start, nothing is activated."""
+    with transaction.atomic():
+        revision_activate(revision=revision, user=user)
+        return deployment_deploy(deployment=revision.deployment, user=user, params=params)
 
 
 # --- jobs ---------------------------------------------------------------------------------------------------
@@ -112,7 +113,8 @@ def clean_job_params(params: dict | None, *, extra: dict | None = None) -> dict:
 
 
 def _start(kind: JobKind, deployment: Deployment, user, params: dict, *, label_extra: str = "") -> Job:
-    spec, _plan = deployment_plan(deployment)  # RevisionInvalid before any job exists
+    if kind != JobKind.STOP:  # stopping must work when the inventory no longer fits (node removed, die bad)
+        deployment_plan(deployment)  # RevisionInvalid before any job exists
     with transaction.atomic():
         Deployment.objects.select_for_update().get(pk=deployment.pk)
         busy = Job.objects.filter(target_type=Deployment._meta.label_lower, target_id=deployment.pk,

@@ -75,11 +75,11 @@ def _run_dir_problems(spec: TopologySpec, deployment_id: int | None, cluster) ->
 
     others = (Revision.objects.filter(is_active=True, deployment__cluster=cluster)
               .exclude(deployment_id=deployment_id).select_related("deployment"))
+    mine = PurePosixPath(run_dir)  # normalises '//' and '/./', so spellings of one directory compare equal
     for other in others:
-        if str(other.spec.get("run_dir", "")).rstrip("/") == run_dir.rstrip("/"):
-            out.append(Problem("run_dir", f"deployment {other.deployment.name} already uses run_dir {run_dir} on "
-                               "this cluster (pid files would collide)",
-                               f"use another directory, e.g. {run_dir.rstrip('/')}-2"))
+        if other.spec.get("run_dir") and PurePosixPath(str(other.spec["run_dir"])) == mine:
+            out.append(Problem("run_dir", f"deployment {other.deployment.name} already uses run_dir {mine} on "
+                               "this cluster (pid files would collide)", f"use another directory, e.g. {mine}-2"))
     return out
 
 

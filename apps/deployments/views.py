@@ -25,6 +25,7 @@ from .services import (
     deployment_deploy,
     deployment_preflight,
     deployment_restart,
+    deployment_rollback,
     deployment_rolling_restart,
     deployment_stop,
     revision_activate,
@@ -214,13 +215,14 @@ def deployment_diff_page(request, pk):
 def deployment_activate(request, pk, number):
     deployment = get_object_or_404(Deployment.objects.select_related("cluster"), pk=pk)
     revision = get_object_or_404(Revision, deployment=deployment, number=number)
+    if request.POST.get("deploy") == "1":
+        return _job_redirect(request, deployment, lambda deployment, **kw: deployment_rollback(revision=revision, **kw),
+                             {})
     try:
         revision_activate(revision=revision, user=request.user)
     except RevisionInvalid as exc:
         messages.error(request, f"revision {number} does not validate now: {'; '.join(map(str, exc.problems))}")
         return redirect("deployments:detail", pk=pk)
-    if request.POST.get("deploy") == "1":
-        return _job_redirect(request, deployment, deployment_deploy, {})
     messages.success(request, f"revision {number} is now active")
     return redirect("deployments:detail", pk=pk)
 

@@ -153,3 +153,13 @@ def test_list_queries_are_constant(api_client_for, ref_cluster, fixed_yaml, djan
     _make(6, ref_cluster, fixed_yaml)
     with django_assert_num_queries(len(procs.captured_queries)):
         assert client.get("/api/processes/").json()["count"] == 12
+
+
+def test_run_dir_spelled_differently_is_still_the_same_directory(api_client_for, deployment, fixed_yaml, ref_cluster):
+    respelled = fixed_yaml.replace("run_dir: /var/tmp/pdcp/reference", "run_dir: /var/tmp//pdcp/./reference/.")
+    assert respelled != fixed_yaml
+    response = api_client_for("operator").post("/api/deployments/", {
+        "name": "second", "cluster": ref_cluster.pk, "yaml_text": respelled}, format="json")
+    assert response.status_code == 400
+    error = response.json()["errors"][0]
+    assert error["path"] == "run_dir" and "already uses run_dir /var/tmp/pdcp/reference" in error["message"]

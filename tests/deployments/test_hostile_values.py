@@ -38,13 +38,18 @@ def tokens(line: str) -> list[str]:
     return list(lexer)
 
 
-def hostile_data(data: dict, value: str, run_dir: str) -> dict:
+def option_like(value: str) -> bool:
+    """Refused as an extra-arg value on purpose (test_spec_parse); every other field must take it."""
+    return value.startswith("-")
+
+
+def hostile_data(data: dict, value: str, run_dir: str, extra_value: str | None = None) -> dict:
     data["model"]["path"] = value
     data["model"]["served_name"] = value
     data["run_dir"] = run_dir
     for inst in data["instances"]:
         inst["env"] = {"X_HOSTILE": value}
-        inst["extra_args"] = ["--seed", value] if not value.startswith("--") else []
+        inst["extra_args"] = ["--seed", value if extra_value is None else extra_value]
     return data
 
 
@@ -56,8 +61,10 @@ def lines(plan) -> dict[str, str]:
 @pytest.mark.parametrize("value", HOSTILE, ids=range(len(HOSTILE)))
 def test_hostile_value_is_one_word_in_every_line(fixed_data, nodes, profile, value):
     fixed_data["launch_profile"] = profile
-    benign = build_plan(spec_from_dict(hostile_data(copy.deepcopy(fixed_data), MARKER, f"/tmp/pd-{MARKER}")), nodes)
-    hostile = build_plan(spec_from_dict(hostile_data(fixed_data, value, f"/tmp/pd-{value}")), nodes)
+    extra = "1024" if option_like(value) else None
+    benign = build_plan(spec_from_dict(hostile_data(copy.deepcopy(fixed_data), MARKER, f"/tmp/pd-{MARKER}",
+                                                    extra)), nodes)
+    hostile = build_plan(spec_from_dict(hostile_data(fixed_data, value, f"/tmp/pd-{value}", extra)), nodes)
     benign_lines, hostile_lines = lines(benign), lines(hostile)
     assert benign_lines.keys() == hostile_lines.keys()
     for key, line in hostile_lines.items():
@@ -66,7 +73,7 @@ def test_hostile_value_is_one_word_in_every_line(fixed_data, nodes, profile, val
     engine = next(p for p in hostile.processes if p.role == "prefill").launch.argv
     assert engine[2] == value
     assert engine[engine.index("--served-model-name") + 1] == value
-    assert engine[engine.index("--seed") + 1] == value
+    assert engine[engine.index("--seed") + 1] == (extra or value)
 
 
 def test_hostile_lines_really_run_as_rendered(fixed_data, nodes, tmp_path):

@@ -170,3 +170,9 @@ def test_diff_shows_added_and_removed_instances_once(fixed_spec):
 def test_diff_ignores_instance_order(fixed_spec):
     shuffled = dataclasses.replace(fixed_spec, instances=tuple(reversed(fixed_spec.instances)))
     assert spec_diff(fixed_spec, shuffled) == []
+
+
+@pytest.mark.parametrize("value", ["-tp=1", "-dp", "-x"])
+def test_an_extra_arg_value_cannot_smuggle_an_option(fixed_data, value):
+    fixed_data["instances"][0]["extra_args"] = ["--seed", value]
+    assert "looks like an option" in errors_of(fixed_data)["instances[0].extra_args[1]"]

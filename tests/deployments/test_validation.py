@@ -257,3 +257,12 @@ def test_same_ports_on_different_nodes_are_fine(fixed_spec, nodes):
     # both P use 7100/30000 and both D 7100-7103/30200 - on different addresses, so no clash
     assert {i.kv_port for i in fixed_spec.instances} == {30000, 30200}
     assert validate_topology(fixed_spec, nodes) == []
+
+
+def test_an_abbreviated_owned_flag_is_refused(fixed_data, nodes):
+    from apps.deployments.topology import spec_from_dict, validate_topology
+
+    fixed_data["instances"][0]["extra_args"] = ["--tensor-parallel", "8"]
+    problems = validate_topology(spec_from_dict(fixed_data), nodes)
+    assert any(p.path == "instances[0].extra_args[0]" and "rendered from the topology" in p.message
+               for p in problems)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -207,9 +208,15 @@ def _extra_args(r: _Reader) -> tuple[str, ...]:
             expecting_value_for = token
         elif expecting_value_for is None:
             r.errors.append((path, f"value {_show(token)} does not follow a --flag"))
+        elif token.startswith("-") and not _NUMBER_RE.match(token):
+            # A value must not be read as an option by the engine's parser (e.g. "-tp=1" would set TP).
+            r.errors.append((path, f"value {_show(token)} looks like an option; options are --flags of their own"))
         else:
             expecting_value_for = None
     return tuple(t for t in value if isinstance(t, str))
+
+
+_NUMBER_RE = re.compile(r"^-\d+(\.\d+)?$")
 
 
 def _env(r: _Reader) -> Mapping[str, str]:

@@ -5,6 +5,7 @@ Run when a revision is saved and again right before a job runs (NPU health chang
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import ports
@@ -198,15 +199,28 @@ def _pd_sizes(spec: TopologySpec, out: list[Problem]) -> None:
                 break
 
 
+def _owned_flag(token: str, owned_flags: Mapping[str, str]) -> str | None:
+    """The owned flag `token` would set: itself, or one it abbreviates (argparse accepts unique prefixes)."""
+    if not token.startswith("--"):
+        return None
+    name = token.split("=", 1)[0]
+    if name in owned_flags:
+        return name
+    if len(name) > 3:
+        return next((flag for flag in owned_flags if flag.startswith(name)), None)
+    return None
+
+
 def _engine_owned(spec: TopologySpec, out: list[Problem]) -> None:
     """Flags and env the profile derives from spec fields (kv_role from role, sizes from tp/dp, devices...)
     cannot be overridden, so kv_producer/kv_consumer and the extra_config sizes always match the instances."""
     profile = get_profile(spec.launch_profile)
     for inst in spec.instances:
         for k, token in enumerate(inst.extra_args):
-            if token in profile.owned_flags:
+            owned = _owned_flag(token, profile.owned_flags)
+            if owned:
                 out.append(Problem(_ipath(spec, inst, f"extra_args[{k}]"), f"{inst.name}: {token} is rendered "
-                                   "from the topology", f"remove it and set {profile.owned_flags[token]}"))
+                                   "from the topology", f"remove it and set {profile.owned_flags[owned]}"))
         for name in inst.env:
             if name in profile.owned_env:
                 out.append(Problem(_ipath(spec, inst, f"env.{name}"), f"{inst.name}: {name} is rendered from "

@@ -11,7 +11,6 @@ Why it looks like this (reference/stack-notes.md §2):
 
 from __future__ import annotations
 
-import io
 import os
 import posixpath
 import select
@@ -294,8 +293,11 @@ class SshConnection:
 
     def _put_sftp(self, sftp: paramiko.SFTPClient, path: str, tmp: str, data: bytes, mode: int) -> None:
         try:
-            sftp.putfo(io.BytesIO(data), tmp, confirm=True)
-            sftp.chmod(tmp, mode)
+            sftp.get_channel().settimeout(self.connect_timeout + len(data) / 1e6 + 30)
+            # Create it empty and owner-only, set its mode, then write: a secret is never readable by others.
+            with sftp.open(tmp, "wb") as fh:
+                sftp.chmod(tmp, mode)
+                fh.write(data)
             sftp.posix_rename(tmp, path)
         except (OSError, paramiko.SSHException) as exc:
             try:
