@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
@@ -64,8 +65,8 @@ def kv_bytes_per_token(deployment: Deployment) -> int | None:
 def deployment_scrape(deployment: Deployment, processes: list[Process], *, fetch=fetch_text,
                       now=time.time) -> dict | None:
     """One round for one deployment; None when another round of it is still running."""
-    lock = f"telemetry:lock:{deployment.pk}"
-    if not cache.add(lock, 1, timeout=LOCK_TTL_S):
+    lock, token = f"telemetry:lock:{deployment.pk}", uuid.uuid4().hex
+    if not cache.add(lock, token, timeout=LOCK_TTL_S):
         return None
     try:
         targets = scrape_targets(processes)
@@ -75,7 +76,8 @@ def deployment_scrape(deployment: Deployment, processes: list[Process], *, fetch
         history = (cache.get(history_key(deployment.pk)) or [])[-(HISTORY_LEN - 1):] + [history_point(state)]
         cache.set_many({live_key(deployment.pk): state, history_key(deployment.pk): history}, timeout=LIVE_TTL_S)
     finally:
-        cache.delete(lock)
+        if cache.get(lock) == token:  # a round that outlived its lock must not release the next round's
+            cache.delete(lock)
     emit(f"deployment-{deployment.pk}", {"type": "live", "live": live_view(state, history)}, throttle=True)
     return state
 
