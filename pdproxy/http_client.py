@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import httptools
+
+from .tcp import set_nodelay
 
 
 class BackendError(Exception):
@@ -55,12 +56,7 @@ class ClientConnection(asyncio.Protocol):
     # asyncio.Protocol
     def connection_made(self, transport):
         self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
+        set_nodelay(transport)
 
     def data_received(self, data):
         self.started = True

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 from collections import deque
 from http import HTTPStatus
 
 import httptools
+
+from .tcp import set_nodelay
 
 log = logging.getLogger("pdproxy.http")
 
@@ -73,12 +74,7 @@ class ServerConnection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.client_ip = peer[0] if peer else ""
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
+        set_nodelay(transport)
 
     def data_received(self, data):
         try:
