@@ -78,6 +78,7 @@ def main(argv: list[str]) -> int:
         state = cluster.up(load_spec(args.spec), Path(args.state_dir))
         print(f"simcluster up in {state['seconds']}s: {len(state['nodes'])} nodes")
         print(f"inventory: {state['inventory']}")
+        print(f"run dirs: {state['runs_dir']} (owned by the nodes' login user)")
         for name, n in state["nodes"].items():
             print(f"  {name:<10} ssh simnode@{n['address']} -p {n['port']} -i {Path(args.state_dir).resolve()}/id_ed25519")
         for key, value in state.get("services", {}).items():

@@ -7,6 +7,7 @@ user (what the control plane starts over SSH), and the SSH sessions still attach
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from simcluster import nodestate, procs, shims
+from simcluster import nodestate, procs, runtime, shims
 from simcluster.spec import HARDWARE
 from simcluster.sshnode import (
     LOGIN_USER,
@@ -25,7 +26,7 @@ from simcluster.sshnode import (
     start_ssh_node,
 )
 
-DEFAULT_STATE_DIR = Path("/tmp/simcluster")
+DEFAULT_STATE_DIR = Path("/var/lib/pdcp-sim/state")  # below root-owned 0755 dirs: see runtime.py
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -84,21 +85,28 @@ def _services(spec: dict, state_dir: Path, pids: dict) -> dict:
     return out
 
 
+def _still_running(state: dict) -> list[str]:
+    """Components of a recorded state whose PID still runs the process `up` started (a reused PID does not count)."""
+    starts = state.get("pid_starts", {})
+    return [key for key, pid in state.get("pids", {}).items()
+            if pid_alive(pid) and (key not in starts or procs.start_time(pid) == starts[key])]
+
+
 def up(spec: dict, state_dir: Path = DEFAULT_STATE_DIR) -> dict:
     state_dir = Path(state_dir).resolve()
-    old = load_state(state_dir)
-    if any(pid_alive(p) for p in old.get("pids", {}).values()):
-        raise SystemExit(f"simcluster already running in {state_dir} (run `down` first)")
+    running = _still_running(load_state(state_dir))
+    if running:
+        raise SystemExit(f"simcluster already running in {state_dir} ({', '.join(running)}): run `down` first")
     t0 = time.monotonic()
     state_dir.mkdir(parents=True, exist_ok=True)
     state_dir.chmod(0o755)
     ensure_login_user()
     key_path = state_dir / "id_ed25519"
     _private, public = generate_client_key(key_path)
-    bin_dir = shims.write_shims(state_dir / "bin")
     pids: dict[str, int] = {}
-    state = {"spec": spec, "pids": pids, "nodes": {}, "started": time.time()}
+    state = {"spec": spec, "pids": pids, "pid_starts": {}, "nodes": {}, "started": time.time()}
     try:
+        bin_dir = shims.write_shims(state_dir / "bin", runtime.publish())
         services = _services(spec, state_dir, pids)
         for n in spec["nodes"]:
             ndir = state_dir / "nodes" / n["name"]
@@ -113,12 +121,36 @@ def up(spec: dict, state_dir: Path = DEFAULT_STATE_DIR) -> dict:
             state["nodes"][n["name"]] = {"dir": str(ndir), "address": n["address"], "port": n["ssh_port"],
                                          "host_key": node.host_key_line, "config": str(node.config_path)}
         state["services"] = services
+        state["runs_dir"] = str(_runs_dir(state_dir))
         inventory = write_inventory(spec, state, key_path, state_dir / "inventory.yaml")
         state["inventory"] = str(inventory)
-    finally:
+    except BaseException:
+        # A failed `up` leaves nothing running behind it, so the next `up` can simply try again.
+        _record_starts(state)
         nodestate.write_json(state_dir / "state.json", state)
+        down(state_dir)
+        nodestate.write_json(state_dir / "state.json", {"spec": spec, "pids": {}, "failed": time.time()})
+        raise
+    _record_starts(state)
+    nodestate.write_json(state_dir / "state.json", state)
     state["seconds"] = round(time.monotonic() - t0, 2)
     return state
+
+
+def _runs_dir(state_dir: Path) -> Path:
+    """Where deployments on this simulated cluster keep their run dirs: owned by the login user, private to it."""
+    import pwd
+
+    runs = state_dir / "runs"
+    runs.mkdir(exist_ok=True)
+    pw = pwd.getpwnam(LOGIN_USER)
+    os.chown(runs, pw.pw_uid, pw.pw_gid)
+    runs.chmod(0o700)
+    return runs
+
+
+def _record_starts(state: dict) -> None:
+    state["pid_starts"] = {key: procs.start_time(pid) for key, pid in state["pids"].items()}
 
 
 def write_inventory(spec: dict, state: dict, key_path: Path, path: Path) -> Path:
@@ -185,7 +217,10 @@ def down(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
         for pid in node_processes(Path(info["dir"])):
             if procs.stop_pid(pid):
                 stopped.append(f"{name}:process:{pid}")
+    starts = state.get("pid_starts", {})
     for key, pid in state.get("pids", {}).items():
+        if key in starts and procs.start_time(pid) != starts[key]:
+            continue  # that PID now belongs to another process
         if key.startswith("sshd:"):
             for child in _session_procs(pid):
                 procs.stop_pid(child, timeout=2)

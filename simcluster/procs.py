@@ -31,6 +31,14 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def start_time(pid: int) -> int | None:
+    """Clock ticks after boot when pid started (/proc/<pid>/stat field 22): tells a reused PID apart."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def uid_of(pid: int) -> int | None:
     try:
         return os.stat(f"/proc/{pid}").st_uid
