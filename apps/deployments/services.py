@@ -31,7 +31,7 @@ class BadJobParams(ValueError):
 def deployment_create(*, name: str, cluster, user, yaml_text: str, description: str = "",
                       comment: str = "") -> Deployment:
     """A deployment and its first revision (active). RevisionInvalid if the spec does not validate."""
-    spec = checked_spec(cluster=cluster, yaml_text=yaml_text)
+    spec = checked_spec(cluster=cluster, deployment_name=name, yaml_text=yaml_text)
     with transaction.atomic():
         deployment = Deployment(name=name, cluster=cluster, description=description, created_by=user)
         deployment.full_clean()
@@ -43,7 +43,8 @@ def deployment_create(*, name: str, cluster, user, yaml_text: str, description: 
 def revision_create(*, deployment: Deployment, user, yaml_text: str | None = None, data: dict | None = None,
                     comment: str = "", activate: bool = False) -> Revision:
     """Validates (against the inventory now) and stores a new revision; the active one stays unless `activate`."""
-    spec = checked_spec(cluster=deployment.cluster, deployment_id=deployment.pk, yaml_text=yaml_text, data=data)
+    spec = checked_spec(cluster=deployment.cluster, deployment_id=deployment.pk, deployment_name=deployment.name,
+                        yaml_text=yaml_text, data=data)
     if yaml_text is None:
         yaml_text = spec_to_yaml(spec)
     with transaction.atomic():

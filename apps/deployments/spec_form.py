@@ -174,9 +174,11 @@ def state_to_data(state: FormState) -> tuple[dict, list[FormProblem], Placement]
     for k in PROFILE_INTS:
         put(profile, k, f"model.profile.{k}", top.get(f"model.profile.{k}", ""), f"model {k}")
     data: dict[str, Any] = {
-        "launch_profile": text("launch_profile"), "run_dir": text("run_dir"),
+        "launch_profile": text("launch_profile"),
         "model": {"path": text("model.path"), "served_name": text("model.served_name"), "profile": profile},
         "instances": []}
+    if text("run_dir"):  # blank: the default run dir, named after the deployment
+        data["run_dir"] = text("run_dir")
 
     for index, row in enumerate(state.instances):
         if row.get("remove") or _is_blank_instance(row):
@@ -392,7 +394,8 @@ def spec_form_save(*, deployment, user, state: FormState, comment: str = "", act
     data, problems, placement = state_to_data(state)
     try:
         if problems:
-            checked_spec(cluster=deployment.cluster, deployment_id=deployment.pk, data=data)
+            checked_spec(cluster=deployment.cluster, deployment_id=deployment.pk, deployment_name=deployment.name,
+                         data=data)
             return None, problems
         return revision_create(deployment=deployment, user=user, data=data, comment=comment,
                                activate=activate), []

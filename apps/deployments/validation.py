@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 from .facts import cluster_facts
-from .topology import Problem, SpecError, TopologySpec, spec_from_dict, spec_from_yaml, validate_topology
+from .topology import (
+    Problem,
+    SpecError,
+    TopologySpec,
+    normal_run_dir,
+    spec_from_dict,
+    spec_from_yaml,
+    validate_topology,
+)
 
 _INSTANCE_PATH = re.compile(r"^instances\[(\d+)\](?:\.(.+))?$")
 _RUN_DIR_RE = re.compile(r"^/[A-Za-z0-9._/-]+$")
@@ -56,31 +63,66 @@ def name_problem(problem: Problem, data: dict | None) -> NamedProblem:
     return NamedProblem(problem.path, instance, field, problem.message, problem.suggestion)
 
 
-def parse_spec(*, yaml_text: str | None = None, data: dict | None = None) -> TopologySpec:
-    """YAML text or plain data -> spec; SpecError becomes RevisionInvalid."""
+def parse_spec(*, yaml_text: str | None = None, data: dict | None = None,
+               deployment_name: str | None = None) -> TopologySpec:
+    """YAML text or plain data -> spec; SpecError becomes RevisionInvalid. An omitted run_dir is named after the
+    deployment (topology/parse.py)."""
     try:
-        return spec_from_yaml(yaml_text) if yaml_text is not None else spec_from_dict(data)
+        if yaml_text is not None:
+            return spec_from_yaml(yaml_text, deployment_name=deployment_name)
+        return spec_from_dict(data, deployment_name=deployment_name)
     except SpecError as exc:
         raise RevisionInvalid(spec_errors_as_problems(exc)) from None
 
 
 def _run_dir_problems(spec: TopologySpec, deployment_id: int | None, cluster) -> list[Problem]:
-    out = []
     run_dir = spec.run_dir
-    if not _RUN_DIR_RE.match(run_dir) or ".." in PurePosixPath(run_dir).parts or run_dir.rstrip("/") == "":
-        out.append(Problem("run_dir", f"run_dir {run_dir!r} must be an absolute path of letters, digits, '.', "
-                           "'_', '-' and '/' without '..'", "use e.g. /var/tmp/pdcp/<deployment name>"))
-        return out
+    if not _RUN_DIR_RE.match(run_dir):
+        return [Problem("run_dir", f"run_dir {run_dir!r} must be an absolute path of letters, digits, '.', "
+                        "'_', '-' and '/'", "use e.g. /var/lib/pdcp/<deployment name>")]
     from .models import Revision
 
     others = (Revision.objects.filter(is_active=True, deployment__cluster=cluster)
               .exclude(deployment_id=deployment_id).select_related("deployment"))
-    mine = PurePosixPath(run_dir)  # normalises '//' and '/./', so spellings of one directory compare equal
+    out = []
     for other in others:
-        if other.spec.get("run_dir") and PurePosixPath(str(other.spec["run_dir"])) == mine:
-            out.append(Problem("run_dir", f"deployment {other.deployment.name} already uses run_dir {mine} on "
-                               "this cluster (pid files would collide)", f"use another directory, e.g. {mine}-2"))
+        theirs = _stored_run_dir(other.spec)
+        relation = _nesting(run_dir, theirs) if theirs else None
+        if relation is None:
+            continue
+        name = other.deployment.name
+        if relation == "same":
+            message = f"deployment {name} already uses run_dir {theirs} on this cluster (pid files would collide)"
+            fix = f"use another directory, e.g. {run_dir}-2"
+        elif relation == "inside":
+            message = (f"run_dir {run_dir} lies inside deployment {name}'s run_dir {theirs}: on this cluster no "
+                       "deployment's run dir may contain another's")
+            fix = f"use a directory outside {theirs}"
+        else:
+            message = (f"run_dir {run_dir} contains deployment {name}'s run_dir {theirs}: on this cluster no "
+                       "deployment's run dir may contain another's")
+            fix = f"use a directory beside {theirs}, e.g. {theirs}-2"
+        out.append(Problem("run_dir", message, fix))
     return out
+
+
+def _stored_run_dir(data: dict) -> str | None:
+    """A stored revision's run_dir in today's spelling (revisions saved before normalisation kept theirs)."""
+    try:
+        return normal_run_dir(str(data.get("run_dir") or ""))
+    except ValueError:
+        return None
+
+
+def _nesting(mine: str, theirs: str) -> str | None:
+    """same | inside (mine below theirs) | contains | None; both already normalised."""
+    if mine == theirs:
+        return "same"
+    if mine.startswith(theirs + "/"):
+        return "inside"
+    if theirs.startswith(mine + "/"):
+        return "contains"
+    return None
 
 
 def validate_spec(spec: TopologySpec, *, cluster, deployment_id: int | None = None) -> list[Problem]:
@@ -89,9 +131,9 @@ def validate_spec(spec: TopologySpec, *, cluster, deployment_id: int | None = No
     return validate_topology(spec, facts) + _run_dir_problems(spec, deployment_id, cluster)
 
 
-def checked_spec(*, cluster, deployment_id: int | None = None, yaml_text: str | None = None,
-                 data: dict | None = None) -> TopologySpec:
-    spec = parse_spec(yaml_text=yaml_text, data=data)
+def checked_spec(*, cluster, deployment_id: int | None = None, deployment_name: str | None = None,
+                 yaml_text: str | None = None, data: dict | None = None) -> TopologySpec:
+    spec = parse_spec(yaml_text=yaml_text, data=data, deployment_name=deployment_name)
     problems = validate_spec(spec, cluster=cluster, deployment_id=deployment_id)
     if problems:
         raise RevisionInvalid(problems, spec)

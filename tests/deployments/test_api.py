@@ -132,7 +132,7 @@ def _make(n, cluster, yaml_text):
     start = Deployment.objects.count()
     for i in range(start, start + n):
         d = deployment_create(name=f"dep{i}", cluster=cluster, user=None,
-                              yaml_text=yaml_text.replace("/var/tmp/pdcp/reference", f"/var/tmp/pdcp/d{i}"))
+                              yaml_text=yaml_text.replace("/var/lib/pdcp/reference", f"/var/lib/pdcp/d{i}"))
         Process.objects.create(deployment=d, revision=d.active_revision, node_name="node0", role="prefill", key="p0",
                                address="127.0.10.230", command="x", fingerprint="x", log_path="/l", pid_file="/p",
                                state="running")
@@ -156,10 +156,40 @@ def test_list_queries_are_constant(api_client_for, ref_cluster, fixed_yaml, djan
 
 
 def test_run_dir_spelled_differently_is_still_the_same_directory(api_client_for, deployment, fixed_yaml, ref_cluster):
-    respelled = fixed_yaml.replace("run_dir: /var/tmp/pdcp/reference", "run_dir: /var/tmp//pdcp/./reference/.")
+    respelled = fixed_yaml.replace("run_dir: /var/lib/pdcp/reference", "run_dir: /var/lib//pdcp/./reference/.")
     assert respelled != fixed_yaml
     response = api_client_for("operator").post("/api/deployments/", {
         "name": "second", "cluster": ref_cluster.pk, "yaml_text": respelled}, format="json")
     assert response.status_code == 400
     error = response.json()["errors"][0]
-    assert error["path"] == "run_dir" and "already uses run_dir /var/tmp/pdcp/reference" in error["message"]
+    assert error["path"] == "run_dir" and "already uses run_dir /var/lib/pdcp/reference" in error["message"]
+
+
+@pytest.mark.parametrize("mine", ["/var/lib/pdcp/reference/inner", "/var/lib/pdcp", "//var/lib/pdcp/reference//x"])
+def test_run_dir_nested_with_another_deployments_is_refused(api_client_for, deployment, fixed_yaml, ref_cluster,
+                                                            mine):
+    response = api_client_for("operator").post("/api/deployments/", {
+        "name": "second", "cluster": ref_cluster.pk,
+        "yaml_text": fixed_yaml.replace("run_dir: /var/lib/pdcp/reference", f"run_dir: {mine}")}, format="json")
+    assert response.status_code == 400
+    error = response.json()["errors"][0]
+    assert error["path"] == "run_dir" and "on this cluster" in error["message"]
+    assert "/var/lib/pdcp/reference" in error["message"] and deployment.name in error["message"]
+
+
+def test_run_dir_beside_another_deployments_is_fine(api_client_for, deployment, fixed_yaml, ref_cluster):
+    response = api_client_for("operator").post("/api/deployments/", {
+        "name": "second", "cluster": ref_cluster.pk,
+        "yaml_text": fixed_yaml.replace("run_dir: /var/lib/pdcp/reference", "run_dir: /var/lib/pdcp/reference-2")},
+        format="json")
+    assert response.status_code == 201, response.json()
+
+
+def test_omitted_run_dir_is_named_after_the_deployment(api_client_for, ref_cluster, fixed_yaml):
+    without = "\n".join(ln for ln in fixed_yaml.splitlines() if not ln.startswith("run_dir:"))
+    client = api_client_for("operator")
+    for name in ("first", "second"):
+        response = client.post("/api/deployments/", {"name": name, "cluster": ref_cluster.pk, "yaml_text": without},
+                               format="json")
+        assert response.status_code == 201, response.json()
+        assert Deployment.objects.get(name=name).active_revision.spec["run_dir"] == f"/var/lib/pdcp/{name}"

@@ -157,6 +157,13 @@ def test_text_in_a_number_field_names_the_field(operator, deployment):
     assert deployment.revisions.count() == 1
 
 
+def test_a_blank_run_dir_is_the_default_named_after_the_deployment(operator, deployment):
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    fields.update({"run_dir": "", "activate": "on"})
+    assert operator.post(form_url(deployment), fields).status_code == 302
+    assert deployment.active_revision.spec["run_dir"] == "/var/lib/pdcp/reference"
+
+
 def test_a_viewer_gets_403(make_user, deployment):
     client = Client()
     client.force_login(make_user("viewer", username="form-viewer"))

@@ -50,6 +50,17 @@ def test_creating_then_editing_makes_revisions(browser_for, ref_cluster, fixed_y
     assert "proxy.policy" in diff and "round_robin" in diff
 
 
+def test_the_new_deployment_template_gets_a_run_dir_of_its_own(browser_for, ref_cluster):
+    from apps.deployments.views import NEW_TEMPLATE
+
+    client = browser_for("operator")
+    for name in ("first", "second"):
+        created = client.post("/deployments/new/", {"name": name, "cluster": ref_cluster.pk,
+                                                    "yaml_text": NEW_TEMPLATE})
+        assert created.status_code == 302, created.content.decode()
+        assert Deployment.objects.get(name=name).active_revision.spec["run_dir"] == f"/var/tmp/pdcp-sim/{name}"
+
+
 def test_plan_page_shows_every_command_per_node(browser_for, deployment):
     html = browser_for("viewer").get(f"/deployments/{deployment.pk}/plan/").content.decode()
     assert html.count('class="plan-process"') == 15

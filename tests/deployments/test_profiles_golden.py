@@ -137,7 +137,7 @@ def test_sim_binds_node_addresses_and_loopback_master(sim_plan):
     pool = by_key["kv-pool"].launch.argv
     assert pool[pool.index("--rpc_address") + 1] == pool[pool.index("--metrics_host") + 1] == "127.0.10.5"
     assert by_key["store-1"].launch.argv == ("memcached", "-l", "127.0.10.3", "-p", "11211", "-U", "0", "-m", "64",
-                                             "-P", "/var/tmp/pdcp/reference/pids/store-1.pid")
+                                             "-P", "/var/lib/pdcp/reference/pids/store-1.pid")
     assert "-d" not in by_key["store-1"].launch.argv
     assert by_key["proxy"].launch.argv[:3] == ("pdproxy", "--host", "127.0.10.5")
     assert by_key["p0-dp0"].launch.env["SIMCLUSTER_ASCENDSTORE"] == "127.0.10.2:11211,127.0.10.3:11211,127.0.10.4:11211"

@@ -176,3 +176,33 @@ def test_diff_ignores_instance_order(fixed_spec):
 def test_an_extra_arg_value_cannot_smuggle_an_option(fixed_data, value):
     fixed_data["instances"][0]["extra_args"] = ["--seed", value]
     assert "looks like an option" in errors_of(fixed_data)["instances[0].extra_args[1]"]
+
+
+@pytest.mark.parametrize("spelled", ["//var/lib/pdcp/ref", "/var/lib//pdcp/ref", "/var/lib/pdcp/./ref/.",
+                                     "/var/lib/pdcp/ref/", "///var/lib/pdcp/ref//"])
+def test_run_dir_is_stored_in_one_spelling(fixed_data, spelled):
+    fixed_data["run_dir"] = spelled
+    spec = spec_from_dict(fixed_data)
+    assert spec.run_dir == "/var/lib/pdcp/ref"
+    assert spec_to_dict(spec)["run_dir"] == "/var/lib/pdcp/ref"
+
+
+@pytest.mark.parametrize("run_dir", ["/var/lib/pdcp/../../etc", "/var/lib/pdcp/ref/..", "/..", "/"])
+def test_run_dir_with_dot_dot_or_no_directory_is_refused(fixed_data, run_dir):
+    fixed_data["run_dir"] = run_dir
+    assert "run_dir" in errors_of(fixed_data)
+
+
+@pytest.mark.parametrize("profile, root", [("vllm-ascend", "/var/lib/pdcp"), ("sim", "/var/tmp/pdcp-sim")])
+def test_omitted_run_dir_is_the_profiles_root_per_deployment(fixed_data, profile, root):
+    del fixed_data["run_dir"]
+    fixed_data["launch_profile"] = profile
+    assert spec_from_dict(fixed_data).run_dir == root
+    assert spec_from_dict(fixed_data, deployment_name="ref-1").run_dir == f"{root}/ref-1"
+    assert spec_from_yaml(spec_to_yaml(spec_from_dict(fixed_data, deployment_name="x"))).run_dir == f"{root}/x"
+
+
+def test_real_cluster_default_run_dir_is_not_world_writable(fixed_data):
+    del fixed_data["run_dir"]
+    run_dir = spec_from_dict(fixed_data, deployment_name="ref").run_dir
+    assert not run_dir.startswith(("/tmp/", "/var/tmp/", "/dev/shm/"))

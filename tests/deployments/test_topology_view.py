@@ -144,7 +144,7 @@ def test_viewer_reads_the_topology_and_anonymous_cannot(deployment, make_user, a
 
 
 SMALL = """launch_profile: sim
-run_dir: /var/tmp/pdcp/small
+run_dir: /var/lib/pdcp/small
 model:
   path: /models/m
   served_name: m

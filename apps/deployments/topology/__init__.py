@@ -11,7 +11,7 @@ from __future__ import annotations
 from apps.jobs.ssh.commands import LaunchSpec, detached_start_command
 
 from .inventory_facts import NodeFacts
-from .parse import spec_from_dict
+from .parse import normal_run_dir, spec_from_dict
 from .plan import Plan, PlannedProcess, Stage, plan_to_text
 from .profiles import LaunchProfile, get_profile
 from .serialize import spec_diff, spec_from_yaml, spec_to_dict, spec_to_yaml
@@ -49,6 +49,6 @@ __all__ = [
     "BenchClientSpec", "InstanceSpec", "KvPoolSpec", "LaunchProfile", "LaunchSpec", "ModelProfile", "ModelSpec",
     "NodeFacts", "Plan", "PlannedProcess", "Problem", "ProxySpec", "SpecError", "Stage", "StoreServer",
     "StoreSpec", "TopologyInvalid", "TopologySpec", "TransferPortsSpec", "build_plan", "detached_start_command",
-    "get_profile", "plan_to_text", "spec_diff", "spec_from_dict", "spec_from_yaml", "spec_to_dict",
+    "get_profile", "normal_run_dir", "plan_to_text", "spec_diff", "spec_from_dict", "spec_from_yaml", "spec_to_dict",
     "spec_to_yaml", "validate_topology",
 ]

@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .spec import (
+    DEFAULT_RUN_ROOT,
     DP_STYLES,
     DTYPE_BYTES,
     ENV_NAME_RE,
@@ -111,8 +112,9 @@ def _int_kind(minimum: int, maximum: int | None) -> str:
     return "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
 
 
-def spec_from_dict(data: Any) -> TopologySpec:
-    """Build a TopologySpec or raise SpecError listing every bad field."""
+def spec_from_dict(data: Any, *, deployment_name: str | None = None) -> TopologySpec:
+    """Build a TopologySpec or raise SpecError listing every bad field. An omitted run_dir becomes the launch
+    profile's DEFAULT_RUN_ROOT/<deployment_name> (the root alone without a name)."""
     errors: list[tuple[str, str]] = []
     top = _Reader(errors, data, "", ("model", "instances", "proxy"),
                   ("kv_pool", "store", "bench_client", "launch_profile", "run_dir", "transfer_ports"))
@@ -126,13 +128,40 @@ def spec_from_dict(data: Any) -> TopologySpec:
     bench = _optional(top, "bench_client", lambda d: _bench(errors, d))
     transfer = _optional(top, "transfer_ports", lambda d: _transfer(errors, d)) or TransferPortsSpec()
     profile = top.text("launch_profile", "vllm-ascend", LAUNCH_PROFILES)
-    run_dir = top.text("run_dir", "/var/tmp/pdcp")
-    if run_dir and not run_dir.startswith("/"):
-        top.bad("run_dir", f"expected an absolute path, got {_show(run_dir)}")
+    run_dir = _run_dir(top, profile, deployment_name)
     if errors:
         raise SpecError(errors)
     return TopologySpec(model=model, instances=instances, proxy=proxy, kv_pool=kv_pool, store=store,
                         bench_client=bench, launch_profile=profile, run_dir=run_dir, transfer_ports=transfer)
+
+
+def normal_run_dir(path: str) -> str:
+    """One spelling per directory: repeated slashes collapsed (POSIX leaves a leading '//' to the implementation,
+    so PurePosixPath keeps it), '.' parts and a trailing slash dropped. ValueError for '..' or no directory."""
+    if not path.startswith("/"):
+        raise ValueError(f"expected an absolute path, got {_show(path)}")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"'..' is not allowed in {_show(path)}: spell the directory itself")
+    if not parts:
+        raise ValueError(f"expected a directory below /, got {_show(path)}")
+    return "/" + "/".join(parts)
+
+
+def _run_dir(top: _Reader, profile: str, deployment_name: str | None) -> str:
+    root = DEFAULT_RUN_ROOT.get(profile, DEFAULT_RUN_ROOT["vllm-ascend"])
+    default = f"{root}/{deployment_name}" if deployment_name and _DIR_NAME_RE.match(deployment_name) else root
+    run_dir = top.text("run_dir", default)
+    if not run_dir:
+        return run_dir
+    try:
+        return normal_run_dir(run_dir)
+    except ValueError as exc:
+        top.bad("run_dir", str(exc))
+        return run_dir
+
+
+_DIR_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")  # a deployment name (inventory name_validator)
 
 
 def _optional(top: _Reader, key: str, build):

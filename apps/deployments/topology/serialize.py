@@ -27,7 +27,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def spec_from_yaml(text: str) -> TopologySpec:
+def spec_from_yaml(text: str, *, deployment_name: str | None = None) -> TopologySpec:
     """Parse YAML (safe_load only); a syntax error names its line and column."""
     try:
         data = yaml.safe_load(text)
@@ -37,7 +37,7 @@ def spec_from_yaml(text: str) -> TopologySpec:
         raise SpecError([("yaml", f"syntax error at {where}{exc.problem or exc}")]) from None
     except yaml.YAMLError as exc:
         raise SpecError([("yaml", f"syntax error: {exc}")]) from None
-    return spec_from_dict(data)
+    return spec_from_dict(data, deployment_name=deployment_name)
 
 
 def spec_to_yaml(spec: TopologySpec) -> str:
