@@ -3,8 +3,9 @@ the form field they name.
 
 Field names are spec paths (`instances[2].tp`, `proxy.port`) with the form's own row numbers, so a problem's path
 only needs its list index translated from the spec (where removed and blank rows are gone) to the form row.
-Fields the form does not edit (an instance's devices, extra_args and env; store.memory_mb, transfer_ports) ride
-along unchanged in hidden JSON, so saving from the form never drops them.
+Fields the form does not edit (an instance's devices, extra_args and env; store.memory_mb, transfer_ports, and
+proxy.admin_port unless it is the default port + 1) ride along unchanged in hidden JSON, so saving from the form
+never drops them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .validation import RevisionInvalid, checked_spec, name_problem
 INSTANCE_TEXT = ("name", "role", "node", "dp_style")
 INSTANCE_INTS = ("tp", "dp", "api_port", "kv_port", "dp_rpc_port", "max_num_seqs", "max_model_len")
 INSTANCE_KEPT = ("devices", "extra_args", "env")  # edited in YAML only
+KEPT_TOP = ("transfer_ports", "store", "proxy")  # store.memory_mb, proxy.admin_port: edited in YAML only
 PROFILE_INTS = ("layers", "kv_heads", "head_dim", "attention_heads")
 TOP_TEXT = ("launch_profile", "run_dir", "model.path", "model.served_name", "model.profile.dtype",
             "model.profile.kv_layout", "kv_pool.node", "proxy.node", "proxy.policy", "proxy.hash_key",
@@ -102,6 +104,8 @@ def state_from_spec(data: dict) -> FormState:
         keep["transfer_ports"] = data["transfer_ports"]
     if store.get("memory_mb") is not None:
         keep["store"] = {"memory_mb": store["memory_mb"]}
+    if proxy.get("admin_port") is not None and proxy.get("admin_port") != _plus_one(proxy.get("port")):
+        keep["proxy"] = {"admin_port": proxy["admin_port"]}  # the default (port + 1) follows a changed port
     state = FormState(top=top, keep=json.dumps(keep))
     for inst in data.get("instances") or []:
         row = _blank_instance()
@@ -198,7 +202,7 @@ def state_to_data(state: FormState) -> tuple[dict, list[FormProblem], Placement]
         placement.instance_rows.append(index)
         data["instances"].append(inst)
 
-    kept_top = _kept(state.keep, ("transfer_ports", "store")) or {}
+    kept_top = _kept(state.keep, KEPT_TOP) or {}
     if text("kv_pool.node"):
         kv_pool = {"node": text("kv_pool.node")}
         put(kv_pool, "rpc_port", "kv_pool.rpc_port", top.get("kv_pool.rpc_port", ""), "kv_pool rpc_port")
@@ -224,12 +228,19 @@ def state_to_data(state: FormState) -> tuple[dict, list[FormProblem], Placement]
     put(proxy, "port", "proxy.port", top.get("proxy.port", ""), "proxy port")
     if text("proxy.hash_key"):
         proxy["hash_key"] = text("proxy.hash_key")
+    kept_proxy = kept_top.get("proxy")
+    if isinstance(kept_proxy, dict) and kept_proxy.get("admin_port") is not None:
+        proxy["admin_port"] = kept_proxy["admin_port"]
     data["proxy"] = proxy
     if text("bench_client.node"):
         data["bench_client"] = {"node": text("bench_client.node")}
     if kept_top.get("transfer_ports") is not None:
         data["transfer_ports"] = kept_top["transfer_ports"]
     return data, errors, placement
+
+
+def _plus_one(port: Any) -> Any:
+    return port + 1 if isinstance(port, int) else None
 
 
 def _kept(text: str, allowed: tuple[str, ...]) -> dict | None:
@@ -263,7 +274,7 @@ def field_of(path: str, placement: Placement) -> str:
         if m.group(1) == "instances" and name in INSTANCE_KEPT:
             name = "keep"
         return f"{m.group(1)}[{row}].{name}"
-    if path.startswith(("transfer_ports", "store.memory_mb")):
+    if path.startswith(("transfer_ports", "store.memory_mb", "proxy.admin_port")):
         return "keep"
     if path in TOP_TEXT + TOP_INTS or path in ("instances", "store.servers"):
         return path
@@ -355,7 +366,7 @@ def form_context(state: FormState, problems: list[FormProblem], *, npu_nodes: li
             "port": f(f"{p}.port", server.get("port", ""), "number"),
             "remove": f(f"{p}.remove", server.get("remove", ""), "checkbox")}})
         placed.add(p)
-    kept_top = _kept(state.keep, ("transfer_ports", "store")) or {}
+    kept_top = _kept(state.keep, KEPT_TOP) or {}
     return {"top": t, "instances": instances, "servers": servers, "keep": state.keep,
             "kept_top": _kept_lines(kept_top), "keep_problems": by_field.get("keep", []),
             "instances_problems": by_field.get("instances", []),

@@ -164,6 +164,23 @@ def test_a_blank_run_dir_is_the_default_named_after_the_deployment(operator, dep
     assert deployment.active_revision.spec["run_dir"] == "/var/lib/pdcp/reference"
 
 
+def test_the_proxy_admin_port_rides_along_and_its_default_follows_the_port(operator, deployment, fixed_yaml):
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    fields.update({"proxy.port": "3000", "activate": "on"})
+    assert operator.post(form_url(deployment), fields).status_code == 302
+    assert deployment.active_revision.spec["proxy"]["admin_port"] == 3001  # port + 1, not the stored 2000
+
+    operator.post(f"/deployments/{deployment.pk}/edit/", {
+        "yaml_text": fixed_yaml.replace("port: 1999,", "port: 1999, admin_port: 2500,"), "activate": "on"})
+    assert deployment.active_revision.spec["proxy"]["admin_port"] == 2500
+    html = operator.get(form_url(deployment)).content.decode()
+    assert "2500" in html
+    fields = page_fields(html)
+    fields.update({"proxy.policy": "round_robin", "activate": "on"})
+    assert operator.post(form_url(deployment), fields).status_code == 302
+    assert deployment.active_revision.spec["proxy"]["admin_port"] == 2500
+
+
 def test_a_viewer_gets_403(make_user, deployment):
     client = Client()
     client.force_login(make_user("viewer", username="form-viewer"))

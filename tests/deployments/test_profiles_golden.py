@@ -68,7 +68,7 @@ def test_stages_run_store_then_pool_then_engines_then_proxy(vllm_plan):
 def test_prefill_command_matches_the_reference_shape(vllm_plan):
     p0 = next(p for p in vllm_plan.processes if p.key == "p0-dp0")
     argv = p0.launch.argv
-    assert argv[:7] == ("vllm", "serve", "/models/Qwen3-235B-A22B", "--host", "0.0.0.0", "--port", "7100")
+    assert argv[:7] == ("vllm", "serve", "/models/Qwen3-235B-A22B", "--host", "127.0.10.1", "--port", "7100")
     assert "--data-parallel-size" not in argv  # DP1: no DP group to coordinate
     assert argv[argv.index("--tensor-parallel-size") + 1] == "16"
     assert "--enable-expert-parallel" in argv
@@ -124,11 +124,11 @@ def test_internal_dp_is_one_process_with_local_size(fixed_data, nodes):
 
 def test_proxy_lists_every_api_server(vllm_plan):
     argv = vllm_plan.stages[-1].processes[0].launch.argv
-    assert argv[:7] == ("python", "-m", "pdproxy", "--host", "0.0.0.0", "--port", "1999")
+    assert argv[:7] == ("python", "-m", "pdproxy", "--host", "127.0.10.5", "--port", "1999")
     assert argv[argv.index("--prefill") + 1:argv.index("--decode")] == ("127.0.10.1:7100", "127.0.10.2:7100")
     decode = argv[argv.index("--decode") + 1:argv.index("--policy")]
     assert len(decode) == 8 and decode[0] == "127.0.10.3:7100" and decode[-1] == "127.0.10.4:7103"
-    assert argv[-2:] == ("--policy", "least_conn")
+    assert argv[-6:] == ("--policy", "least_conn", "--admin-host", "127.0.0.1", "--admin-port", "2000")
 
 
 def test_sim_binds_node_addresses_and_loopback_master(sim_plan):
@@ -144,10 +144,36 @@ def test_sim_binds_node_addresses_and_loopback_master(sim_plan):
     assert all("0.0.0.0" not in p.launch.argv for p in sim_plan.processes)
 
 
+@pytest.mark.parametrize("profile", ["vllm-ascend", "sim"])
+def test_every_listener_binds_its_nodes_address_never_the_wildcard(fixed_spec, nodes, profile):
+    plan = build_plan(dataclasses.replace(fixed_spec, launch_profile=profile), nodes)
+    by_key = {p.key: p for p in plan.processes}
+    for p in plan.processes:
+        assert "0.0.0.0" not in p.launch.argv and "::" not in p.launch.argv, p.key
+        argv = p.launch.argv
+        if p.role in ("prefill", "decode", "proxy"):
+            assert argv[argv.index("--host") + 1] == p.address, p.key
+    pool = by_key["kv-pool"].launch.argv
+    assert pool[pool.index("--rpc_address") + 1] == pool[pool.index("--metrics_host") + 1] == "127.0.10.5"
+    assert by_key["store-1"].launch.argv[1:3] == ("-l", "127.0.10.3")
+
+
+@pytest.mark.parametrize("profile", ["vllm-ascend", "sim"])
+def test_the_proxy_admin_api_has_its_own_loopback_listener(fixed_data, nodes, profile):
+    fixed_data["launch_profile"] = profile
+    fixed_data["proxy"]["admin_port"] = 2100
+    proxy = build_plan(spec_from_dict(fixed_data), nodes).stages[-1].processes[0]
+    argv = proxy.launch.argv
+    assert argv[argv.index("--admin-host") + 1] == "127.0.0.1"
+    assert argv[argv.index("--admin-port") + 1] == "2100"
+    assert proxy.ports == (1999, 2100)
+
+
 def test_consistent_hash_passes_its_key(fixed_data, nodes):
     fixed_data["proxy"].update(policy="consistent_hash", hash_key="client_ip")
     argv = build_plan(spec_from_dict(fixed_data), nodes).stages[-1].processes[0].launch.argv
-    assert argv[-4:] == ("--policy", "consistent_hash", "--hash-key", "client_ip")
+    assert argv[argv.index("--policy"):argv.index("--policy") + 4] == ("--policy", "consistent_hash", "--hash-key",
+                                                                       "client_ip")
 
 
 def test_instance_env_overrides_defaults(fixed_data, nodes):

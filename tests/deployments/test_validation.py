@@ -198,7 +198,7 @@ def test_proxy_port_colliding_with_an_api_port(fixed_data, nodes):
     fixed_data["proxy"]["port"] = 7100
     problem = at(problems(fixed_data, nodes), "proxy.port")
     assert problem.message == "proxy port 7100 on node0 (127.0.10.1) collides with p0 API port 7100"
-    assert problem.suggestion == "set port to 7101"
+    assert problem.suggestion == "set port to 7102"  # 7101 is the proxy's admin port (port + 1)
 
 
 def test_store_port_colliding_with_pool_metrics(fixed_data, nodes):
@@ -266,3 +266,28 @@ def test_an_abbreviated_owned_flag_is_refused(fixed_data, nodes):
     problems = validate_topology(spec_from_dict(fixed_data), nodes)
     assert any(p.path == "instances[0].extra_args[0]" and "rendered from the topology" in p.message
                for p in problems)
+
+
+def test_proxy_admin_port_is_port_plus_one_unless_set(fixed_data):
+    assert spec_from_dict(fixed_data).proxy.admin_port == 2000
+    fixed_data["proxy"]["admin_port"] = 2500
+    assert spec_from_dict(fixed_data).proxy.admin_port == 2500
+
+
+def test_proxy_admin_port_colliding_with_the_proxy_port(fixed_data, nodes):
+    fixed_data["proxy"]["admin_port"] = 1999
+    problem = at(problems(fixed_data, nodes), "proxy.admin_port")
+    assert "proxy admin port 1999" in problem.message and "collides with proxy port 1999" in problem.message
+    assert problem.suggestion == "set admin_port to 2000"
+
+
+def test_proxy_admin_port_colliding_with_pool_metrics_on_the_same_node(fixed_data, nodes):
+    fixed_data["proxy"]["admin_port"] = 9003
+    problem = at(problems(fixed_data, nodes), "proxy.admin_port")
+    assert "mooncake_master metrics port 9003" in problem.message
+
+
+def test_proxy_admin_port_past_65535(fixed_data, nodes):
+    fixed_data["proxy"]["port"] = 65535
+    problem = at(problems(fixed_data, nodes), "proxy.admin_port")
+    assert "runs past port 65535" in problem.message

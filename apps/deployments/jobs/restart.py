@@ -30,7 +30,7 @@ def rolling_restart(ctx: JobContext) -> None:
 
 
 def _proxy_admin(run: DeploymentRun, proxy: PlannedProcess, p: PlannedProcess, action: str) -> None:
-    command = remote.proxy_admin_command(proxy_address=proxy.address, proxy_port=proxy.ports[0],
+    command = remote.proxy_admin_command(admin_port=run.spec.proxy.admin_port,
                                          header_file=admin_header_path(run.spec), role=p.role,
                                          backend=f"{p.address}:{p.ports[0]}", action=action)
     result = run.fleet.run(proxy.node, command, timeout=20)

@@ -285,8 +285,11 @@ def _store(errors, data) -> StoreSpec:
 
 
 def _proxy(errors, data) -> ProxySpec:
-    r = _Reader(errors, data, "proxy", ("node", "port"), ("policy", "hash_key"))
-    return ProxySpec(node=r.text("node", ""), port=r.port("port", 8000),
+    r = _Reader(errors, data, "proxy", ("node", "port"), ("admin_port", "policy", "hash_key"))
+    port = r.port("port", 8000)
+    # port + 1 may be 65536: validation then reports it on admin_port like any port past the end.
+    admin_port = r.port("admin_port", port + 1)
+    return ProxySpec(node=r.text("node", ""), port=port, admin_port=admin_port,
                      policy=r.text("policy", "round_robin", POLICIES), hash_key=r.text("hash_key", None, HASH_KEYS))
 
 

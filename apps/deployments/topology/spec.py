@@ -119,6 +119,7 @@ class StoreSpec:
 class ProxySpec:
     node: str
     port: int = 8000
+    admin_port: int = 8001  # the admin API's own listener, on 127.0.0.1 of the proxy node; parse defaults it to port + 1
     policy: str = "round_robin"
     hash_key: str | None = None  # consistent_hash only: request_id | client_ip
 

@@ -277,6 +277,10 @@ def _claims(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[_Claim]:
     if spec.store:
         for i, s in enumerate(spec.store.servers):
             add(s.node, range(s.port, s.port + 1), f"memcached store server {i}", f"store.servers[{i}].port")
+    # Last, so a clash is reported on admin_port (usually derived: port + 1). It binds 127.0.0.1 but is claimed on
+    # the node like the rest: a wildcard listener there would take it too.
+    add(spec.proxy.node, range(spec.proxy.admin_port, spec.proxy.admin_port + 1), "proxy admin port",
+        "proxy.admin_port")
     return claims
 
 

@@ -1,6 +1,11 @@
 """`vllm-ascend` profile: the real cluster's processes, shaped after launch-reference §1 (P/D), §3.3 (pool), our
-pdproxy (contracts §4) and memcached as the store. The sim profile subclasses it and changes only bind addresses
-and executables, so a dry run on the simulated cluster exercises the same command shapes.
+pdproxy (contracts §4) and memcached as the store. The sim profile subclasses it and changes only executables and
+the store's env, so a dry run on the simulated cluster exercises the same command shapes.
+
+Every listener binds the node's own inventory address, never every interface: the engines, the proxy (pdproxy
+refuses a wildcard --host), memcached and mooncake_master (whose rpc and metrics default to 0.0.0.0,
+launch-reference §3.3). The proxy's admin API gets its own listener on the proxy node's 127.0.0.1, so only a
+command run on that node (remote.proxy_admin_command) reaches it.
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ BASE_ENGINE_ENV = {
     "VLLM_USE_V1": "1",
 }
 HCCL_BUFFSIZE = {"prefill": "256", "decode": "600"}
+ADMIN_HOST = "127.0.0.1"  # the proxy admin API's listener, on the proxy node itself
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 
 OWNED_FLAGS = MappingProxyType({
-    "--host": "nothing (the profile binds it)",
+    "--host": "nothing (the profile binds the node's address)",
     "--port": "api_port",
     "--tensor-parallel-size": "tp",
     "--data-parallel-size": "dp",
@@ -61,10 +67,11 @@ class VllmAscendProfile:
     proxy_command: tuple[str, ...] = ("python", "-m", "pdproxy")
 
     def bind_host(self, node: NodeFacts) -> str:
-        return "0.0.0.0"
+        return node.address
 
     def mooncake_bind_flags(self, node: NodeFacts) -> list[str]:
-        return []  # real cluster: master's own default (0.0.0.0)
+        # The embedded metadata server still listens on 0.0.0.0 whatever these say (stack-notes §1).
+        return ["--rpc_address", node.address, "--metrics_host", node.address]
 
     def store_env(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> dict[str, str]:
         return {}  # real engines reach the store through the pool connector's own config, not env
@@ -189,7 +196,8 @@ class VllmAscendProfile:
                 "--prefill", *backends("prefill"), "--decode", *backends("decode"), "--policy", proxy.policy]
         if proxy.hash_key:
             argv += ["--hash-key", proxy.hash_key]
+        argv += ["--admin-host", ADMIN_HOST, "--admin-port", str(proxy.admin_port)]
         return PlannedProcess(
             key="proxy", role="proxy", instance=None, node=node.name, address=node.address, dp_rank=None,
             launch=self._launch(spec, "proxy", argv), health_url=f"http://{node.address}:{proxy.port}/healthcheck",
-            ports=(proxy.port,), kv_port_window=None)
+            ports=(proxy.port, proxy.admin_port), kv_port_window=None)
