@@ -37,7 +37,7 @@ from .validation import RevisionInvalid, name_problem
 
 NEW_TEMPLATE = """# A PD topology: see examples/reference-topology-fixed.yaml for every field.
 launch_profile: sim
-# run_dir: left out, it is <profile root>/<deployment name> (sim: /var/tmp/pdcp-sim, vllm-ascend: /var/lib/pdcp)
+# run_dir: left out, it is <root>/<deployment name> (sim: /home/simnode/pdcp-runs, vllm-ascend: /var/lib/pdcp)
 model:
   path: /models/Qwen3-235B-A22B
   served_name: qwen3-235b

@@ -58,7 +58,7 @@ def test_the_new_deployment_template_gets_a_run_dir_of_its_own(browser_for, ref_
         created = client.post("/deployments/new/", {"name": name, "cluster": ref_cluster.pk,
                                                     "yaml_text": NEW_TEMPLATE})
         assert created.status_code == 302, created.content.decode()
-        assert Deployment.objects.get(name=name).active_revision.spec["run_dir"] == f"/var/tmp/pdcp-sim/{name}"
+        assert Deployment.objects.get(name=name).active_revision.spec["run_dir"] == f"/home/simnode/pdcp-runs/{name}"
 
 
 def test_plan_page_shows_every_command_per_node(browser_for, deployment):

@@ -193,7 +193,7 @@ def test_run_dir_with_dot_dot_or_no_directory_is_refused(fixed_data, run_dir):
     assert "run_dir" in errors_of(fixed_data)
 
 
-@pytest.mark.parametrize("profile, root", [("vllm-ascend", "/var/lib/pdcp"), ("sim", "/var/tmp/pdcp-sim")])
+@pytest.mark.parametrize("profile, root", [("vllm-ascend", "/var/lib/pdcp"), ("sim", "/home/simnode/pdcp-runs")])
 def test_omitted_run_dir_is_the_profiles_root_per_deployment(fixed_data, profile, root):
     del fixed_data["run_dir"]
     fixed_data["launch_profile"] = profile
@@ -202,7 +202,9 @@ def test_omitted_run_dir_is_the_profiles_root_per_deployment(fixed_data, profile
     assert spec_from_yaml(spec_to_yaml(spec_from_dict(fixed_data, deployment_name="x"))).run_dir == f"{root}/x"
 
 
-def test_real_cluster_default_run_dir_is_not_world_writable(fixed_data):
+@pytest.mark.parametrize("profile", ["vllm-ascend", "sim"])
+def test_default_run_dir_is_not_world_writable(fixed_data, profile):
     del fixed_data["run_dir"]
+    fixed_data["launch_profile"] = profile
     run_dir = spec_from_dict(fixed_data, deployment_name="ref").run_dir
     assert not run_dir.startswith(("/tmp/", "/var/tmp/", "/dev/shm/"))

@@ -17,11 +17,10 @@ DP_STYLES = ("external", "internal")
 POLICIES = ("round_robin", "least_conn", "consistent_hash")
 HASH_KEYS = ("request_id", "client_ip")
 LAUNCH_PROFILES = ("vllm-ascend", "sim")
-# Where run_dir goes when a spec leaves it out (<root>/<deployment name>). A real node keeps it out of world-writable
-# places, where another local user could plant the pid and log files first. The simulated nodes' login user is an
-# unprivileged account that can create directories only in world-writable places, and the simulator is one machine
-# on loopback, not a cluster to defend.
-DEFAULT_RUN_ROOT = {"vllm-ascend": "/var/lib/pdcp", "sim": "/var/tmp/pdcp-sim"}
+# Where run_dir goes when a spec leaves it out (<root>/<deployment name>): out of world-writable places, where another
+# local user could plant the pid and log files first (the start refuses such a run dir). The simulated nodes' login
+# user `simnode` is unprivileged, so the sim's root is its private pdcp-runs (simcluster/rundirs.py).
+DEFAULT_RUN_ROOT = {"vllm-ascend": "/var/lib/pdcp", "sim": "/home/simnode/pdcp-runs"}
 KV_LAYOUTS = ("mha", "mla")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1}
 
