@@ -2,10 +2,9 @@
 
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
-from apps.accounts.api.views import MeView, MyTokenView, UserViewSet
+from apps.accounts.api.views import MeView, MyTokenView, ObtainTokenView, UserViewSet
 from apps.audit.api.views import AuditEntryViewSet
 from apps.deployments.api.views import DeploymentViewSet, ProcessViewSet, RevisionViewSet
 from apps.inventory.api.views import (
@@ -31,7 +30,7 @@ router.register("revisions", RevisionViewSet)
 router.register("processes", ProcessViewSet)
 
 urlpatterns = [
-    path("auth/token/", obtain_auth_token, name="api-token"),
+    path("auth/token/", ObtainTokenView.as_view(), name="api-token"),
     path("me/", MeView.as_view(), name="api-me"),
     path("me/token/", MyTokenView.as_view(), name="api-my-token"),
     path("inventory/import/", InventoryImportView.as_view(), name="api-inventory-import"),

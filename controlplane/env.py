@@ -36,6 +36,19 @@ def env_bool(name: str, default: bool) -> bool:
     raise MissingSetting(f"{name} must be true or false, got {value!r}")
 
 
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise MissingSetting(f"{name} must be a whole number, got {value!r}") from None
+    if number < minimum:
+        raise MissingSetting(f"{name} must be at least {minimum}, got {number}")
+    return number
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     value = os.environ.get(name)
     if not value:

@@ -4,7 +4,9 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import data_dir, env_bool, env_list, env_str, production
+from apps.inventory.secret_keys import parse_fernet_keys
+
+from .env import data_dir, env_bool, env_int, env_list, env_str, production
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = data_dir(BASE_DIR)
@@ -19,8 +21,9 @@ if PRODUCTION and not ALLOWED_HOSTS:
     raise MissingSetting("ALLOWED_HOSTS is required when PDCP_MODE=production (comma-separated host names)")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
-# Fernet key (urlsafe base64, 32 bytes) that encrypts SSH credentials at rest.
-SECRETS_KEY = env_str("PDCP_SECRETS_KEY", "", required_in_production=True) or None
+# Fernet keys that encrypt secrets at rest, comma-separated: the first encrypts, all decrypt (README "Rotating
+# the secrets key"). A malformed key stops start-up here, naming PDCP_SECRETS_KEY.
+SECRETS_KEYS = parse_fernet_keys(env_str("PDCP_SECRETS_KEY", "", required_in_production=True))
 SECRETS_KEY_FILE = DATA_DIR / "secrets.key"
 
 INSTALLED_APPS = [
@@ -127,6 +130,14 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Password logins: after this many failures per user name and address (or per address alone), that caller is
+# locked out for the window (apps/accounts/login_throttle.py). 0 turns a limit off.
+AUTHENTICATION_BACKENDS = ["apps.accounts.backends.ThrottledModelBackend"]
+LOGIN_MAX_FAILURES = env_int("PDCP_LOGIN_MAX_FAILURES", 5)
+LOGIN_MAX_FAILURES_PER_IP = env_int("PDCP_LOGIN_MAX_FAILURES_PER_IP", 50)
+LOGIN_LOCKOUT_MINUTES = env_int("PDCP_LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
+# API tokens stop working this long after they were made (0 = never).
+API_TOKEN_TTL_HOURS = env_int("PDCP_TOKEN_TTL_HOURS", 720)
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
@@ -155,7 +166,7 @@ CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", PRODUCTION)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "apps.accounts.authentication.ExpiringTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["apps.accounts.permissions.RolePermission"],

@@ -9,7 +9,7 @@ from django.db.models import Q
 
 from apps.audit.registry import audited
 from apps.inventory.models import Cluster, Node, name_validator
-from apps.inventory.secrets import EncryptedTextField
+from apps.inventory.secrets import EncryptedTextField, is_undecryptable
 
 from .choices import PROCESS_STATE_COLOUR, ROLE_COLOUR, ProcessState
 
@@ -40,6 +40,14 @@ class Deployment(models.Model):
     @property
     def active_revision(self):
         return self.revisions.filter(is_active=True).first()
+
+    @property
+    def secret_problem(self) -> str:
+        """Why the proxy admin token cannot be used (empty when it can); a deploy that starts the proxy replaces it."""
+        if not is_undecryptable(self.proxy_admin_token):
+            return ""
+        return ("proxy admin token: secret cannot be decrypted with the current PDCP_SECRETS_KEY: add the old key, "
+                "or deploy again (starting the proxy gives it a new token)")
 
 
 @audited()

@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from .models import Cluster, Node, Npu, SshCredential
-from .services import public_key_of
+from .services import KIND_CHANGE_NEEDS_SECRET, public_key_of
 
 
 class SshCredentialForm(forms.ModelForm):
@@ -20,6 +20,8 @@ class SshCredentialForm(forms.ModelForm):
         secret = data.get("new_secret")
         if not secret and not (self.instance and self.instance.secret):
             raise ValidationError({"new_secret": "a private key or password is required"})
+        if not secret and self.instance.pk and "kind" in self.changed_data:
+            raise ValidationError({"new_secret": KIND_CHANGE_NEEDS_SECRET})
         if secret and data.get("kind") == "private_key":
             try:
                 self.instance.public_key = public_key_of(secret)
@@ -27,14 +29,20 @@ class SshCredentialForm(forms.ModelForm):
                 raise ValidationError({"new_secret": str(exc)}) from exc
         if secret:
             self.instance.secret = secret
+        if data.get("kind") == "password":
+            self.instance.public_key = ""
         return data
 
 
 @admin.register(SshCredential)
 class SshCredentialAdmin(admin.ModelAdmin):
     form = SshCredentialForm
-    list_display = ["name", "username", "kind", "updated"]
-    readonly_fields = ["public_key"]
+    list_display = ["name", "username", "kind", "secret_state", "updated"]
+    readonly_fields = ["public_key", "secret_state"]
+
+    @admin.display(description="secret")
+    def secret_state(self, credential: SshCredential) -> str:
+        return credential.secret_problem or "ok"
 
 
 class NodeInline(admin.TabularInline):

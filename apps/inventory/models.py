@@ -9,7 +9,7 @@ from django.db import models
 from apps.audit.registry import audited
 
 from .choices import NPU_HEALTH_COLOUR, REACHABILITY_COLOUR, CredentialKind, NpuHealth, Reachability
-from .secrets import EncryptedTextField
+from .secrets import UNDECRYPTABLE, EncryptedTextField, is_undecryptable
 
 name_validator = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",
                                 "use letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)")
@@ -59,6 +59,11 @@ class SshCredential(models.Model):
 
     def __repr__(self):
         return f"<SshCredential {self.name}>"
+
+    @property
+    def secret_problem(self) -> str:
+        """Why the stored secret cannot be used (empty when it can): shown in the UI and the API."""
+        return UNDECRYPTABLE if is_undecryptable(self.secret) else ""
 
 
 @audited()

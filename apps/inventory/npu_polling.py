@@ -64,13 +64,14 @@ def npu_poll_round(*, max_parallel: int = MAX_PARALLEL) -> NpuPollRound:
 
 
 def _poll(nodes: list[Node], *, max_parallel: int) -> NpuPollRound:
-    ready = []
+    ready, not_ready = [], {}
     for node in nodes:
         try:
             ready.append((node, ssh_target_for(node)))
-        except (NodeNotReady, SshError):  # the query excludes these; a concurrent edit or a bad secret may not
-            continue
-    out = NpuPollRound(polled=len(ready))
+        except (NodeNotReady, SshError) as exc:  # the query excludes most; an undecryptable secret it cannot
+            not_ready[node.name] = f"NPU telemetry skipped: {exc}"
+            logger.warning("%s", not_ready[node.name])
+    out = NpuPollRound(polled=len(ready), failed=not_ready)
     results = run_on_many([(target, "npu-smi info") for _, target in ready], max_parallel=max_parallel,
                           timeout=COMMAND_TIMEOUT_S, connect_timeout=CONNECT_TIMEOUT_S, connect_retries=0)
     for (node, _), result in zip(ready, results, strict=True):  # run_on_many keeps the input order

@@ -40,7 +40,21 @@ def public_key_of(private_key: str) -> str:
     return key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
 
 
+KIND_CHANGE_NEEDS_SECRET = "a new secret is required when the kind changes"
+
+
+def credential_kind_changed(credential: SshCredential) -> bool:
+    """True when the kind differs from the stored one: the stored secret is of the old kind (a private key must
+    never be sent to nodes as a password, nor a password read as a key)."""
+    if credential.pk is None:
+        return False
+    stored = SshCredential.objects.filter(pk=credential.pk).values_list("kind", flat=True).first()
+    return stored is not None and stored != credential.kind
+
+
 def credential_save(credential: SshCredential, *, secret: str | None) -> SshCredential:
+    if not secret and credential_kind_changed(credential):
+        raise ValidationError({"secret": KIND_CHANGE_NEEDS_SECRET})
     if secret:
         credential.secret = secret
     if credential.kind == CredentialKind.PRIVATE_KEY and secret:
@@ -48,6 +62,8 @@ def credential_save(credential: SshCredential, *, secret: str | None) -> SshCred
             credential.public_key = public_key_of(secret)
         except ValueError as exc:
             raise ValidationError({"secret": str(exc)}) from exc
+    elif credential.kind == CredentialKind.PASSWORD:
+        credential.public_key = ""
     if not credential.secret:
         raise ValidationError({"secret": "a private key or password is required"})
     credential.full_clean()
@@ -110,7 +126,8 @@ def _apply(rows: InventoryRows, *, allow_key_files: bool, base_dir: Path | None)
                 continue
         cred = credentials.get(row.name) or SshCredential(name=row.name)
         cred.username = row.username
-        cred.kind = CredentialKind.PASSWORD if row.password else CredentialKind.PRIVATE_KEY
+        if secret or not cred.pk:  # no secret in the file keeps the stored one, and so its kind
+            cred.kind = CredentialKind.PASSWORD if row.password else CredentialKind.PRIVATE_KEY
         if not secret and not cred.pk:
             errors.append(FileError(row.line, f"credential {row.name}", "a new credential needs private_key, "
                                     "private_key_file or password"))

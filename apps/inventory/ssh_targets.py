@@ -19,6 +19,8 @@ def ssh_target_for(node: Node) -> SshTarget:
             "fingerprint, and pin it (unknown keys are never accepted)"
         )
     cred = node.credential
+    if cred.secret_problem:
+        raise NodeNotReady(f"node {node.name}: credential {cred.name}: {cred.secret_problem}")
     is_key = cred.kind == CredentialKind.PRIVATE_KEY
     return SshTarget(
         name=node.name, address=node.address, port=node.ssh_port, username=node.login_user,

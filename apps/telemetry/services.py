@@ -89,7 +89,7 @@ def scrape_running_deployments(*, fetch=fetch_text) -> dict[int, dict | None]:
             "deployment_id", "key", "role", "instance", "address", "ports"):
         by_deployment[p.deployment_id].append(p)
     out = {}
-    for deployment in Deployment.objects.filter(pk__in=by_deployment):
+    for deployment in Deployment.objects.filter(pk__in=by_deployment).defer("proxy_admin_token"):
         try:
             out[deployment.pk] = deployment_scrape(deployment, by_deployment[deployment.pk], fetch=fetch)
         except Exception:  # one deployment's trouble (Redis hiccup, odd spec) must not starve the others

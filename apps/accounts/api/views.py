@@ -1,14 +1,17 @@
 """Users and roles (admin only), the caller's own identity, and API tokens."""
 
 from django.contrib.auth import get_user_model
-from drf_spectacular.utils import extend_schema
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, viewsets
-from rest_framework.authtoken.models import Token
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.authtoken.serializers import AuthTokenSerializer
+from rest_framework.exceptions import PermissionDenied, Throttled, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ..login_throttle import client_ip, lockout_message, lockout_remaining
 from ..roles import Role, has_role, role_of, set_role
+from ..tokens import token_expires, token_issue
 
 User = get_user_model()
 
@@ -71,6 +74,35 @@ class MeView(APIView):
 
 class TokenSerializer(serializers.Serializer):
     token = serializers.CharField()
+    expires = serializers.DateTimeField(allow_null=True, help_text="When it stops working (null: never); "
+                                                                  "PDCP_TOKEN_TTL_HOURS after it was made")
+
+
+def token_response(token, status: int) -> Response:
+    return Response({"token": token.key, "expires": token_expires(token)}, status=status)
+
+
+class ObtainTokenView(APIView):
+    """POST user name and password: the user's API token (a new one if the last has expired). Failed attempts
+    count towards the brute-force limit; a locked-out caller gets 429 with Retry-After."""
+
+    authentication_classes = ()
+    permission_classes = ()
+    throttle_classes = ()
+
+    @extend_schema(request=AuthTokenSerializer, responses={200: TokenSerializer,
+                                                           429: OpenApiResponse(description="too many failures")})
+    def post(self, request):
+        data = AuthTokenSerializer(data=request.data, context={"request": request})
+        try:
+            data.is_valid(raise_exception=True)
+        except ValidationError:
+            sent = request.data if isinstance(request.data, dict) else {}
+            wait = lockout_remaining(str(sent.get("username") or ""), client_ip(request))
+            if wait:
+                raise Throttled(wait=wait, detail=lockout_message(wait)) from None
+            raise
+        return token_response(token_issue(data.validated_data["user"], rotate=False, at=timezone.now()), 200)
 
 
 class MyTokenView(APIView):
@@ -80,6 +112,4 @@ class MyTokenView(APIView):
 
     @extend_schema(request=None, responses={201: TokenSerializer})
     def post(self, request):
-        Token.objects.filter(user=request.user).delete()
-        token = Token.objects.create(user=request.user)
-        return Response({"token": token.key}, status=201)
+        return token_response(token_issue(request.user, rotate=True, at=timezone.now()), 201)

@@ -38,12 +38,14 @@ class DeploymentSerializer(serializers.ModelSerializer):
     served_model = serializers.CharField(read_only=True, allow_null=True)
     revision_count = serializers.IntegerField(read_only=True)
     running_count = serializers.IntegerField(read_only=True)
+    secret_problem = serializers.CharField(read_only=True, help_text="Why the proxy admin token cannot be "
+                                                                     "decrypted (empty when it can)")
 
     class Meta:
         model = Deployment
         fields = ["id", "name", "cluster", "cluster_name", "description", "yaml_text", "active_revision",
                   "active_revision_id", "launch_profile", "served_model", "revision_count", "running_count",
-                  "created", "updated"]
+                  "secret_problem", "created", "updated"]
 
     def validate(self, attrs):
         if self.instance is None and not attrs.get("yaml_text"):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from apps.inventory.secrets import is_undecryptable
 from apps.jobs.choices import NodeStepState
 from apps.jobs.context import JobCanceled, JobContext, JobFailed
 from apps.jobs.ssh import stop_command, tail_command
@@ -20,7 +21,7 @@ from .. import remote
 from ..choices import ROLE_ORDER, ProcessState
 from ..executor import Fleet, NodeFailure
 from ..facts import cluster_nodes
-from ..models import Deployment, Process, Revision
+from ..models import Deployment, Process, Revision, new_admin_token
 from ..planning import (
     admin_header_path,
     admin_token_path,
@@ -190,6 +191,11 @@ class DeploymentRun:
 
     def write_admin_token(self, node: str) -> None:
         token = self.deployment.proxy_admin_token
+        if is_undecryptable(token):  # the proxy starting now reads the file written below: a new token loses nothing
+            token = self.deployment.proxy_admin_token = new_admin_token()
+            Deployment.objects.filter(pk=self.deployment.pk).update(proxy_admin_token=token)
+            self.ctx.log("the proxy admin token could not be decrypted with the current PDCP_SECRETS_KEY: "
+                         "a new one was made for this proxy start", node=node)
         secrets_dir = str(admin_token_path(self.spec).parent)
         result = self.fleet.run(node, f"umask 077; mkdir -p -- {remote.q(secrets_dir)}", timeout=15)
         if not result.ok:

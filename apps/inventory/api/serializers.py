@@ -15,11 +15,14 @@ class ClusterSerializer(serializers.ModelSerializer):
 class SshCredentialSerializer(serializers.ModelSerializer):
     secret = serializers.CharField(write_only=True, required=False, trim_whitespace=False,
                                    style={"input_type": "password"},
-                                   help_text="Private key text or password. Write-only: never returned.")
+                                   help_text="Private key text or password. Write-only: never returned. "
+                                             "Required when creating, and when changing kind.")
+    secret_problem = serializers.CharField(read_only=True, help_text="Why the stored secret cannot be used "
+                                                                     "(empty when it can)")
 
     class Meta:
         model = SshCredential
-        fields = ["id", "name", "username", "kind", "secret", "public_key", "created", "updated"]
+        fields = ["id", "name", "username", "kind", "secret", "secret_problem", "public_key", "created", "updated"]
         read_only_fields = ["public_key"]
 
     def create(self, validated):
