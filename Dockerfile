@@ -7,5 +7,9 @@ COPY apps ./apps
 COPY pdproxy ./pdproxy
 COPY simcluster ./simcluster
 RUN pip install --no-cache-dir .
+# .dockerignore keeps the developer's data/ (database, secrets.key), .git and .venv out of the image.
 COPY . .
-ENV PYTHONUNBUFFERED=1
+# The app writes only to PDCP_DATA_DIR; a named volume mounted there starts with this owner.
+RUN useradd --system --create-home --uid 10001 pdcp && mkdir -p /data && chown pdcp:pdcp /data
+ENV PYTHONUNBUFFERED=1 PDCP_DATA_DIR=/data
+USER pdcp

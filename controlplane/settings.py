@@ -7,6 +7,8 @@ import dj_database_url
 from apps.inventory.secret_keys import parse_fernet_keys
 
 from .env import data_dir, env_bool, env_int, env_list, env_str, production
+from .namespace import namespace, queue_name, queue_names
+from .tls import proxy_ssl_header
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = data_dir(BASE_DIR)
@@ -95,15 +97,18 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Every Redis use (cache keys, channel groups, Celery queues and broker keys) is under this namespace, so two
+# installations sharing a Redis stay apart; the default differs per database (controlplane/namespace.py).
+PDCP_NAMESPACE = namespace(env_str("PDCP_NAMESPACE", ""), DATABASES["default"])
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("PDCP_CHANNEL_PREFIX", "pdcp")},
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": PDCP_NAMESPACE},
     }
 }
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
-                "KEY_PREFIX": env_str("PDCP_CACHE_PREFIX", "pdcp")}
+                "KEY_PREFIX": PDCP_NAMESPACE}
 }
 
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
@@ -111,11 +116,14 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_DEFAULT_QUEUE = "ssh"
+CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{PDCP_NAMESPACE}:"}  # kombu's own Redis keys too
+CELERY_TASK_DEFAULT_QUEUE = queue_name(PDCP_NAMESPACE, "ssh")
+# A worker started without -Q consumes all of these; `manage.py celery_queues KIND` names one for -Q.
+CELERY_TASK_QUEUES = {name: {"exchange": name, "routing_key": name} for name in queue_names(PDCP_NAMESPACE)}
 CELERY_TASK_ROUTES = {
-    "apps.jobs.tasks.*": {"queue": "ssh"},
-    "apps.telemetry.tasks.*": {"queue": "telemetry"},
-    "apps.evals.tasks.*": {"queue": "evals"},
+    "apps.jobs.tasks.*": {"queue": queue_name(PDCP_NAMESPACE, "ssh")},
+    "apps.telemetry.tasks.*": {"queue": queue_name(PDCP_NAMESPACE, "telemetry")},
+    "apps.evals.tasks.*": {"queue": queue_name(PDCP_NAMESPACE, "evals")},
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-orphaned-jobs": {"task": "apps.jobs.tasks.sweep_orphaned_jobs_task", "schedule": 60.0},
@@ -163,6 +171,13 @@ WHITENOISE_AUTOREFRESH = DEBUG
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", PRODUCTION)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", PRODUCTION)
+# HTTPS only in production, behind the TLS-terminating proxy, which must set (overwrite) the header below.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header(env_str("SECURE_PROXY_SSL_HEADER",
+                                                   "X-Forwarded-Proto: https" if PRODUCTION else "none"))
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000 if PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)  # a commitment to the browsers' list: opt in
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -170,7 +185,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["apps.accounts.permissions.RolePermission"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "controlplane.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",

@@ -50,7 +50,7 @@ else
   "$PY" manage.py import_inventory examples/reference-cluster.yaml
 fi
 
-"$PY" -m celery -A controlplane worker -Q ssh,telemetry,evals --concurrency=2 --loglevel=INFO \
+"$PY" -m celery -A controlplane worker -Q "$("$PY" manage.py celery_queues)" --concurrency=2 --loglevel=INFO \
   --without-gossip --without-mingle > "$LOGS/worker.log" 2>&1 &
 PIDS+=($!)
 "$PY" -m celery -A controlplane beat --loglevel=INFO --schedule "$PDCP_DATA_DIR/celerybeat-schedule" \

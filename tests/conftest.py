@@ -20,7 +20,23 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
         test["NAME"] = f"test_pdcp_{os.getpid()}"
 
-os.environ.setdefault("PDCP_CHANNEL_PREFIX", f"pdcp-test-{os.getpid()}")
+
+@pytest.fixture(scope="session", autouse=True)
+def drop_this_runs_redis_keys():
+    """Jobs the tests queue are never consumed: at the end, this run's namespace (tests/settings.py) leaves Redis."""
+    yield
+    from django.conf import settings
+
+    namespace = getattr(settings, "PDCP_NAMESPACE", "") if settings.configured else ""
+    if namespace != f"pdcp-test-{os.getpid()}":
+        return  # a namespace someone chose: never wipe it
+    import redis
+
+    for url in {settings.REDIS_URL, settings.CELERY_BROKER_URL}:
+        client = redis.Redis.from_url(url)
+        keys = list(client.scan_iter(f"{namespace}:*", count=1000))
+        if keys:
+            client.delete(*keys)
 
 
 @pytest.fixture

@@ -86,8 +86,8 @@ def live_stack(transactional_db, tmp_path, settings):
         database_url = f"sqlite:///{db['NAME']}"
     else:
         database_url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-    prefix = f"pdcp-e2e-{os.getpid()}"
-    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": E2E_REDIS, "PDCP_CHANNEL_PREFIX": prefix,
+    prefix = settings.PDCP_NAMESPACE  # the servers' cache keys, channel groups and queues are the test's
+    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": E2E_REDIS, "PDCP_NAMESPACE": prefix,
            "PYTHONPATH": str(ROOT)}
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
                                            "CONFIG": {"hosts": [E2E_REDIS], "prefix": prefix}}}
@@ -101,7 +101,7 @@ def live_stack(transactional_db, tmp_path, settings):
     web = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                             "controlplane.asgi:application"], cwd=ROOT, env=env, stdout=web_log.open("w"),
                            stderr=subprocess.STDOUT, start_new_session=True)
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-Q", "ssh",
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-Q", f"{prefix}.ssh",
                                "--pool=solo", "--without-gossip", "--without-mingle", "--loglevel=INFO"],
                               cwd=ROOT, env=env, stdout=worker_log.open("w"), stderr=subprocess.STDOUT,
                               start_new_session=True)

@@ -103,9 +103,9 @@ def _live_round(at: float, instances: dict) -> dict:
 
 def test_instances_show_a_sparkline_of_their_token_rate(live_stack, browser, reference_deployment, tmp_path):
     """Decode draws generation tok/s from the server's history; one round is not a line."""
-    import os
     import time
 
+    from django.conf import settings
     from django.core.cache.backends.redis import RedisCache
     from playwright.sync_api import expect
 
@@ -113,7 +113,7 @@ def test_instances_show_a_sparkline_of_their_token_rate(live_stack, browser, ref
     from apps.telemetry.selectors import history_key, live_key
     from tests.e2e.conftest import E2E_REDIS
 
-    web_cache = RedisCache(E2E_REDIS, {"KEY_PREFIX": os.environ.get("PDCP_CACHE_PREFIX", "pdcp")})
+    web_cache = RedisCache(E2E_REDIS, {"KEY_PREFIX": settings.PDCP_NAMESPACE})
     now = time.time()
     rounds = [_live_round(now - 5 * (7 - k), {"p0": {"prompt_tok_s": 900.0 + 100 * k, "gen_tok_s": 2.0},
                                                "d0": {"prompt_tok_s": 0.0, "gen_tok_s": 40.0 + 15 * k}})

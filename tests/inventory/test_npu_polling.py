@@ -154,7 +154,7 @@ def test_the_task_is_on_the_beat_every_30_s_on_the_telemetry_queue(discovered):
 
     entry = settings.CELERY_BEAT_SCHEDULE["poll-npus"]
     assert entry["task"] == "apps.telemetry.tasks.poll_npus_task" and entry["schedule"] == 30.0
-    assert settings.CELERY_TASK_ROUTES["apps.telemetry.tasks.*"]["queue"] == "telemetry"
+    assert settings.CELERY_TASK_ROUTES["apps.telemetry.tasks.*"]["queue"] == f"{settings.PDCP_NAMESPACE}.telemetry"
     assert poll_npus_task() == 16
 
 
