@@ -193,3 +193,15 @@ def test_omitted_run_dir_is_named_after_the_deployment(api_client_for, ref_clust
                                format="json")
         assert response.status_code == 201, response.json()
         assert Deployment.objects.get(name=name).active_revision.spec["run_dir"] == f"/var/lib/pdcp/{name}"
+
+
+def test_an_env_that_runs_a_program_is_a_400_naming_instance_and_field(api_client_for, deployment, fixed_yaml):
+    hostile = fixed_yaml.replace("    max_num_seqs: 40\n", "    max_num_seqs: 40\n    env: {BROWSER: 'sh -c id #%s', "
+                                 "PYTHONWARNINGS: 'ignore::antigravity.x'}\n", 1)
+    assert hostile != fixed_yaml
+    response = api_client_for("operator").post(f"/api/deployments/{deployment.pk}/revisions/", {
+        "yaml_text": hostile}, format="json")
+    assert response.status_code == 400
+    errors = {(e["instance"], e["field"]) for e in response.json()["errors"]}
+    assert errors == {("d0", "env.BROWSER"), ("d0", "env.PYTHONWARNINGS")}
+    assert deployment.revisions.count() == 1

@@ -177,7 +177,11 @@ def _model(errors, data) -> ModelSpec:
                            head_dim=p.integer("head_dim", 1), dtype=p.text("dtype", "bfloat16", tuple(DTYPE_BYTES)),
                            attention_heads=p.integer("attention_heads", 1),
                            kv_layout=p.text("kv_layout", "mha", KV_LAYOUTS))
-    return ModelSpec(path=r.text("path", ""), served_name=r.text("served_name", ""), profile=profile)
+    path, served_name = r.text("path", ""), r.text("served_name", "")
+    for key, value in (("path", path), ("served_name", served_name)):
+        if value.startswith("-"):  # the engine would read it as an option (e.g. --worker-extension-cls=...)
+            r.bad(key, f"may not start with '-', got {_show(value)}")
+    return ModelSpec(path=path, served_name=served_name, profile=profile)
 
 
 _INSTANCE_REQUIRED = ("name", "role", "node", "tp", "api_port", "kv_port")

@@ -8,6 +8,7 @@ from typing import Protocol
 from ..inventory_facts import NodeFacts
 from ..plan import Plan
 from ..spec import TopologySpec
+from .engine_options import FlagRule
 
 
 class LaunchProfile(Protocol):
@@ -16,6 +17,9 @@ class LaunchProfile(Protocol):
     # validation rejects them in extra_args / env so a topology cannot contradict its own rendering.
     owned_flags: Mapping[str, str]
     owned_env: Mapping[str, str]
+    # What an instance may add (engine_options.py): flags with the kind of value each takes, and env names.
+    allowed_flags: Mapping[str, FlagRule]
+    allowed_env: frozenset[str]
 
     def render(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> Plan:
         """Assumes validate_topology(spec, nodes) returned no problems."""

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from ..inventory_facts import NodeFacts
 from ..spec import TopologySpec
+from .engine_options import SIM_ENV
 from .vllm_ascend import VllmAscendProfile
 
 
 class SimProfile(VllmAscendProfile):
     name = "sim"
     proxy_command = ("pdproxy",)
+    allowed_env = SIM_ENV
 
     def store_env(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> dict[str, str]:
         # simcluster.engine backs KV up to these memcached servers (simcluster/engine/config.py).

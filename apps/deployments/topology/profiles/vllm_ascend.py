@@ -21,6 +21,7 @@ from ..inventory_facts import NodeFacts
 from ..placement import assign_devices, process_devices
 from ..plan import Plan, PlannedProcess, Stage
 from ..spec import InstanceSpec, TopologySpec
+from .engine_options import VLLM_ASCEND_ENV, VLLM_ASCEND_FLAGS
 
 # §1.2 (pd_disaggregation_mooncake_multi_node.md); HCCL_BUFFSIZE is 256 on P and 600 on D in that doc.
 BASE_ENGINE_ENV = {
@@ -64,6 +65,8 @@ class VllmAscendProfile:
     name = "vllm-ascend"
     owned_flags = OWNED_FLAGS
     owned_env = OWNED_ENV
+    allowed_flags = VLLM_ASCEND_FLAGS
+    allowed_env = VLLM_ASCEND_ENV
     proxy_command: tuple[str, ...] = ("python", "-m", "pdproxy")
 
     def bind_host(self, node: NodeFacts) -> str:
