@@ -250,5 +250,6 @@ def restart_sshd(state_dir: Path, node_name: str) -> RunningSshNode:
     node = start_ssh_node(node_name, spec_node["address"], spec_node["ssh_port"], Path(info["dir"]),
                           f"{public[0]} {public[1]}", bin_dir=Path(state_dir).resolve() / "bin")
     state["pids"][f"sshd:{node_name}"] = node.pid
+    state.setdefault("pid_starts", {})[f"sshd:{node_name}"] = procs.start_time(node.pid)  # else `down` skips it
     nodestate.write_json(Path(state_dir).resolve() / "state.json", state)
     return node

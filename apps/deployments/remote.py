@@ -11,7 +11,7 @@ import shlex
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
-from apps.jobs.ssh import process_state_command
+from apps.jobs.ssh import private_dirs_command, process_state_command
 
 from .topology.profiles.vllm_ascend import ADMIN_HOST as PROXY_ADMIN_HOST
 
@@ -67,14 +67,23 @@ def disk_command(path: PurePosixPath | str) -> str:
             'df -Pk "$d" | tail -n 1')
 
 
-PREFLIGHT_SECTIONS = ("binaries", "ports", "disk", "npu")
+PREFLIGHT_SECTIONS = ("binaries", "ports", "disk", "rundir", "npu")
+RUN_DIR_OK = "run-dir-ok"
+
+
+def run_dir_check_command(run_dir: str) -> str:
+    """Prints RUN_DIR_OK, or why the start would refuse run_dir (apps/jobs/ssh/commands.py); creates nothing."""
+    run = PurePosixPath(run_dir)
+    check = private_dirs_command([run, run / "logs", run / "pids", run / "secrets"], create=False)
+    return f"( {check} ) 2>&1 && echo {RUN_DIR_OK}"
 
 
 def preflight_script(*, binaries: list[str], run_dir: str, npu: bool) -> str:
     """All of a node's preflight reads in one round trip, as sections `@@name` the parser splits on."""
     parts = ["echo @@binaries", binaries_command(binaries),
              "echo @@ports", "ss -ltnH 2>/dev/null || echo ss-missing",
-             "echo @@disk", disk_command(run_dir)]
+             "echo @@disk", disk_command(run_dir),
+             "echo @@rundir", run_dir_check_command(run_dir)]
     if npu:
         parts += ["echo @@npu", "npu-smi info 2>&1 || echo npu-smi-failed"]
     return "; ".join(parts)

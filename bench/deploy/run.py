@@ -69,6 +69,7 @@ def main() -> None:
     from apps.jobs.models import Job
     from apps.jobs.runner import run_job
     from simcluster import cluster
+    from simcluster.rundirs import new_run_dir
 
     tasks.run_job_task.delay = lambda *a, **k: None  # the bench runs each job itself, in this process
     # Our own database name: never clobber a test database someone else's run uses.
@@ -76,7 +77,7 @@ def main() -> None:
     old_name = connection.creation.create_test_db(verbosity=0)
     state_dir = Path(tempfile.mkdtemp(prefix="pdcp-bench-deploy-", dir="/tmp"))
     state_dir.chmod(0o755)
-    run_dir = f"/tmp/pdcp-bench-deploy-run-{os.getpid()}"
+    run_dir = new_run_dir("bench-deploy")  # private to the login user: the start refuses one below /tmp
     try:
         state = cluster.up(cluster_spec(), state_dir)
         inventory_import(Path(state["inventory"]).read_text(), allow_key_files=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
@@ -61,8 +60,11 @@ def topology_yaml(run_dir: str, *, edit=None) -> str:
 
 
 def new_run_dir() -> str:
-    # Not created here: the login user creates it over SSH (a root-owned parent would refuse it).
-    return f"/tmp/pdcp-deploy-run-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+    """Below simnode's private 0700 root, never /tmp: the start refuses a run dir other local users could reach.
+    Not created here: the login user creates it over SSH."""
+    from simcluster.rundirs import new_run_dir as private_run_dir
+
+    return private_run_dir("deploy")
 
 
 def pid_alive(pid: int | None) -> bool:

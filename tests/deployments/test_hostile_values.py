@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import copy
 import os
+import pwd
+import re
 import shlex
+import shutil
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from apps.deployments.topology import build_plan, detached_start_command, spec_from_dict
+from apps.jobs.ssh import process_marker
 
 MARKER = "zzMARKERzz"
 
@@ -32,10 +37,19 @@ HOSTILE = [
 ]
 
 
+MARKER_WORD = re.compile(r"PDCP_PROCESS=[0-9a-f]{16}")
+
+
 def tokens(line: str) -> list[str]:
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
+    lexer.commenters = ""  # the lines hold no comment; a '#' inside a word (${s#* }) is none to sh either
     return list(lexer)
+
+
+def without_marker(words: list[str]) -> list[str]:
+    """The start's PDCP_PROCESS word is a hash of the pid file's path, so it differs whenever the run dir does."""
+    return [MARKER_WORD.sub("PDCP_PROCESS=<marker>", w) for w in words]
 
 
 def option_like(value: str) -> bool:
@@ -74,8 +88,10 @@ def test_hostile_value_is_one_word_in_every_line(fixed_data, nodes, profile, val
     benign_lines, hostile_lines = lines(benign), lines(hostile)
     assert benign_lines.keys() == hostile_lines.keys()
     for key, line in hostile_lines.items():
-        expected = [t.replace(MARKER, value) for t in tokens(benign_lines[key])]
-        assert tokens(line) == expected, key
+        expected = [t.replace(MARKER, value) for t in without_marker(tokens(benign_lines[key]))]
+        assert without_marker(tokens(line)) == expected, key
+    for p in hostile.processes:
+        assert f"PDCP_PROCESS={process_marker(p.launch.pid_path)}" in tokens(hostile_lines[p.key])
     engine = next(p for p in hostile.processes if p.role == "prefill").launch.argv
     assert engine[2] == lead + value
     assert engine[engine.index("--served-model-name") + 1] == lead + value
@@ -83,7 +99,15 @@ def test_hostile_value_is_one_word_in_every_line(fixed_data, nodes, profile, val
     assert next(p for p in hostile.processes if p.role == "prefill").launch.env["VLLM_RPC_TIMEOUT"] == value
 
 
-def test_hostile_lines_really_run_as_rendered(fixed_data, nodes, tmp_path):
+@pytest.fixture
+def private_dir():
+    """A fresh 0700 directory in this user's home: the start refuses a run dir below /tmp (world-writable)."""
+    path = Path(tempfile.mkdtemp(prefix="pdcp-hostile-", dir=pwd.getpwuid(os.getuid()).pw_dir))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_hostile_lines_really_run_as_rendered(fixed_data, nodes, tmp_path, private_dir):
     """Run every sim line under sh with fake vllm/memcached/mooncake_master/pdproxy that dump argv and env."""
     bin_dir, dumps = tmp_path / "bin", tmp_path / "dumps"
     bin_dir.mkdir()
@@ -96,7 +120,7 @@ def test_hostile_lines_really_run_as_rendered(fixed_data, nodes, tmp_path):
                           'env -0 > "$d.tmp" && mv "$d.tmp" "$d.env"\n')
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
     values = [v.replace("CANARY", str(canary)) for v in HOSTILE]
-    data = hostile_data(fixed_data, values[5], str(tmp_path / f"run {values[3]}"))
+    data = hostile_data(fixed_data, values[5], str(private_dir / f"run {values[3]}"))
     data["launch_profile"] = "sim"
     data["model"]["served_name"] = values[12]
     for k, inst in enumerate(data["instances"]):

@@ -284,3 +284,80 @@ def test_a_killed_worker_is_swept_and_stop_finds_what_it_left(inventory, operato
     stopped = run(deployment_stop, deployment, operator)  # ... stop reads every pid file the plan names
     assert stopped.status == "successful", stopped.explanation
     assert not processes_mentioning(run_dir)
+
+
+@pytest.fixture
+def exposed_run_dir():
+    """A run dir below /tmp, where every local user may create files: what the start must refuse."""
+    import shutil
+
+    path = f"/tmp/pdcp-deploy-exposed-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+    yield path
+    leftovers = processes_mentioning(path)
+    for pid in leftovers:
+        os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(path, ignore_errors=True)
+    assert not leftovers, f"processes left running in {path}: {leftovers}"
+
+
+def as_login_user(*paths: str) -> None:
+    """Create these directories (0700) as the simulated nodes' login user would own them."""
+    import pwd
+
+    pw = pwd.getpwnam("simnode")
+    for path in paths:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        os.chown(path, pw.pw_uid, pw.pw_gid)
+
+
+def test_a_run_dir_other_local_users_could_reach_is_refused_before_anything_starts(inventory, operator,
+                                                                                   exposed_run_dir):
+    from apps.deployments.services import deployment_deploy, deployment_preflight
+
+    deployment = make_deployment(inventory, operator, exposed_run_dir)
+    pre = run(deployment_preflight, deployment, operator)
+    assert pre.status == "failed"
+    assert f"run_dir {exposed_run_dir} would be refused" in pre.explanation
+    assert "refusing /tmp: it is writable by group or others (mode 1777)" in pre.explanation
+    job = run(deployment_deploy, deployment, operator)
+    assert job.status == "failed"
+    assert "step 'start store-0' failed" in job.explanation
+    assert "refusing /tmp: it is writable by group or others (mode 1777)" in job.explanation
+    assert not os.path.exists(exposed_run_dir)  # nothing created, nothing started
+    assert not processes_mentioning(exposed_run_dir)
+
+
+def test_a_symlinked_secrets_dir_is_refused_and_the_token_never_lands_in_its_target(inventory, operator, run_dir):
+    from apps.deployments.services import deployment_deploy
+
+    elsewhere = f"{run_dir}/elsewhere"
+    as_login_user(run_dir, elsewhere)
+    os.symlink(elsewhere, f"{run_dir}/secrets")
+    deployment = make_deployment(inventory, operator, run_dir)
+    job = run(deployment_deploy, deployment, operator)
+    assert job.status == "failed"
+    assert f"refusing {run_dir}/secrets: it is a symbolic link" in job.explanation
+    assert os.listdir(elsewhere) == []
+    assert not processes_mentioning(run_dir)  # the job stopped what it had started
+
+
+def test_stop_leaves_alone_a_process_a_planted_pid_file_names(inventory, operator, run_dir):
+    from apps.deployments.services import deployment_stop
+
+    as_login_user(run_dir, f"{run_dir}/pids")
+    unrelated = subprocess.Popen(["setsid", "sleep", "300"], user="simnode", stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        pid_file = f"{run_dir}/pids/proxy.pid"
+        with open(pid_file, "w") as fh:
+            fh.write(f"{unrelated.pid}\n")
+        deployment = make_deployment(inventory, operator, run_dir)
+        job = run(deployment_stop, deployment, operator)
+        assert job.status == "successful", job.explanation
+        assert unrelated.poll() is None, "stop signalled a process the control plane never started"
+        events = "\n".join(job.events.values_list("text", flat=True))
+        assert f"proxy: foreign {unrelated.pid}" in events and "not signalled" in events
+        assert not os.path.exists(pid_file)
+    finally:
+        unrelated.kill()
+        unrelated.wait(10)

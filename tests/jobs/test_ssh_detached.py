@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from apps.jobs.ssh import (
     stop_command,
     tail_command,
 )
+from simcluster.rundirs import new_run_dir
 from simcluster.sshnode import pid_alive
 
 HOSTILE = ["it's", 'say "hi"', "$(touch PWNED)", "`touch PWNED`", "a;b", "x && y", "line1\nline2", "$HOME",
@@ -44,6 +46,15 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+@pytest.fixture
+def runs():
+    """A fresh directory for this test's run dirs, below the login user's private root (never below /tmp: the
+    start refuses a run dir other users could reach)."""
+    path = new_run_dir("detached")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def start(conn: SshConnection, spec: LaunchSpec) -> int:
     started = time.monotonic()
     result = conn.run(detached_start_command(spec), timeout=15)
@@ -52,9 +63,9 @@ def start(conn: SshConnection, spec: LaunchSpec) -> int:
     return int(result.stdout)
 
 
-def test_hostile_values_reach_the_process_exactly(target, farm):
+def test_hostile_values_reach_the_process_exactly(target, farm, runs):
     state = farm[0].state_dir
-    workdir = f"{state}/w 'q' $(touch PWNED) `x` ;z\nnl"
+    workdir = f"{runs}/w 'q' $(touch PWNED) `x` ;z\nnl"
     env = {"HOSTILE_1": "it's $(touch PWNED) `id`; z\nnew", "HOSTILE_2": '"\\', "EMPTY": "", "PAIR": "k=v"}
     spec = LaunchSpec(argv=("/usr/bin/python3", f"{state}/dump.py", *HOSTILE), env=env, workdir=workdir,
                       log_file="logs/l 'o' $(g).log", pid_file="run/p;`d`.pid")
@@ -75,15 +86,15 @@ def test_hostile_values_reach_the_process_exactly(target, farm):
             assert dumped["cwd"] == workdir
             assert parse_process_state(conn.run(process_state_command(f"{workdir}/run/p;`d`.pid")).stdout).pid == pid
             # Where an unquoted $(touch PWNED) would have run: the workdir, the home, the state dir.
-            assert conn.run(f"find {state} ~ /tmp -maxdepth 3 -name PWNED 2>/dev/null | wc -l").stdout == "0\n"
+            assert conn.run(f"find {state} {runs} ~ /tmp -maxdepth 3 -name PWNED 2>/dev/null | wc -l").stdout == "0\n"
         finally:
             stopped = conn.run(stop_command(f"{workdir}/run/p;`d`.pid", grace_seconds=5), timeout=20)
         assert stopped.stdout == f"stopped {pid}\n"
         assert not pid_alive(pid)
 
 
-def test_start_then_stop_leaves_no_process_of_the_group(target, farm):
-    base = f"{farm[0].state_dir}/grp"
+def test_start_then_stop_leaves_no_process_of_the_group(target, runs):
+    base = f"{runs}/grp"
     spec = LaunchSpec(argv=("sh", "-c", "sleep 300 & exec sleep 301"), workdir=base)
     with SshConnection(target) as conn:
         pid = start(conn, spec)
@@ -104,8 +115,8 @@ def test_start_then_stop_leaves_no_process_of_the_group(target, farm):
         assert conn.run(stop_command(f"{base}/process.pid")).stdout == "no-pid-file\n"
 
 
-def test_a_process_ignoring_term_is_killed_after_the_grace(target, farm):
-    base = f"{farm[0].state_dir}/stubborn"
+def test_a_process_ignoring_term_is_killed_after_the_grace(target, runs):
+    base = f"{runs}/stubborn"
     spec = LaunchSpec(argv=("sh", "-c", "trap '' TERM; sleep 300 & wait; sleep 300"), workdir=base)
     with SshConnection(target) as conn:
         pid = start(conn, spec)
@@ -120,19 +131,26 @@ def test_a_process_ignoring_term_is_killed_after_the_grace(target, farm):
 
 
 def test_launch_spec_refuses_what_the_shell_or_env_would_misread():
-    with pytest.raises(SshTargetInvalid):
-        LaunchSpec(argv=())
-    with pytest.raises(SshTargetInvalid):
-        LaunchSpec(argv=("A=B", "x"))
-    with pytest.raises(SshTargetInvalid):
-        LaunchSpec(argv=("-i",))
-    with pytest.raises(SshTargetInvalid):
-        LaunchSpec(argv=("x",), env={"BAD-NAME": "1"})
-    with pytest.raises(SshTargetInvalid):
-        LaunchSpec(argv=("x",), env={"$(id)": "1"})
+    with pytest.raises(SshTargetInvalid, match="argv is empty"):
+        LaunchSpec(argv=(), workdir="/w")
+    with pytest.raises(SshTargetInvalid, match="argv"):
+        LaunchSpec(argv=("A=B", "x"), workdir="/w")
+    with pytest.raises(SshTargetInvalid, match="argv"):
+        LaunchSpec(argv=("-i",), workdir="/w")
+    with pytest.raises(SshTargetInvalid, match="not a shell identifier"):
+        LaunchSpec(argv=("x",), env={"BAD-NAME": "1"}, workdir="/w")
+    with pytest.raises(SshTargetInvalid, match="not a shell identifier"):
+        LaunchSpec(argv=("x",), env={"$(id)": "1"}, workdir="/w")
+
+
+def test_launch_spec_refuses_a_relative_workdir_and_our_own_marker_variable():
+    with pytest.raises(SshTargetInvalid, match="absolute"):
+        LaunchSpec(argv=("x",), workdir="run")
+    with pytest.raises(SshTargetInvalid, match="PDCP_PROCESS"):
+        LaunchSpec(argv=("x",), workdir="/w", env={"PDCP_PROCESS": "0123456789abcdef"})
 
 
 def test_the_launch_never_follows_an_and_chain():
     command = detached_start_command(LaunchSpec(argv=("x",), workdir="/w"))
-    before_launch = command.split("setsid")[0]
+    before_launch = command.split("PDCP_PROCESS=")[0]  # the launch begins with the marker assignment
     assert before_launch.rstrip().endswith(";") and not before_launch.rstrip().endswith("&&")

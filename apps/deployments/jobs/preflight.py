@@ -1,5 +1,6 @@
 """The preflight job: on every node of the plan, check SSH, the binaries on the login PATH, that the planned ports
-are free, the free disk for run_dir, and that the planned NPUs are present, healthy and not busy."""
+are free, the free disk for run_dir, that no other local user could reach run_dir (the start would refuse it), and
+that the planned NPUs are present, healthy and not busy."""
 
 from __future__ import annotations
 
@@ -69,6 +70,9 @@ def _preflight(run: DeploymentRun) -> None:
                     mine.append(f"only {int(df[3]) // 1024} MiB free for {run.spec.run_dir} (need 1024 MiB)")
             else:
                 mine.append(f"cannot read free disk space for {run.spec.run_dir}: {' '.join(df) or 'no output'}")
+            rundir = sections.get("rundir", "").strip()
+            if remote.RUN_DIR_OK not in rundir.splitlines():
+                mine.append(f"run_dir {run.spec.run_dir} would be refused: {rundir or 'no answer'}")
             if "npu" in sections:
                 mine += _npu_problems(sections["npu"], by_node[node], own)
         if mine:
@@ -77,11 +81,11 @@ def _preflight(run: DeploymentRun) -> None:
                 ctx.log(m, node=node, stream="error")
             problems += [f"{node}: {m}" for m in mine]
         else:
-            ctx.log("binaries, ports, disk" + (", NPUs" if "npu" in sections else "") + " ok", node=node)
+            ctx.log("binaries, ports, disk, run dir" + (", NPUs" if "npu" in sections else "") + " ok", node=node)
             ctx.node_state(node, NodeStepState.DONE, "all checks passed", step_done=True)
     if problems:
         raise JobFailed(f"preflight found {len(problems)} problems: " + "; ".join(problems))
-    ctx.summary = f"preflight passed on {len(by_node)} nodes: SSH, host keys, binaries, ports, disk, NPUs"
+    ctx.summary = f"preflight passed on {len(by_node)} nodes: SSH, host keys, binaries, ports, disk, run dir, NPUs"
 
 
 def _npu_problems(text, procs, own) -> list[str]:

@@ -15,7 +15,7 @@ from django.utils import timezone
 from apps.inventory.secrets import is_undecryptable
 from apps.jobs.choices import NodeStepState
 from apps.jobs.context import JobCanceled, JobContext, JobFailed
-from apps.jobs.ssh import stop_command, tail_command
+from apps.jobs.ssh import private_dirs_command, stop_command, tail_command
 
 from .. import remote
 from ..choices import ROLE_ORDER, ProcessState
@@ -196,12 +196,17 @@ class DeploymentRun:
             Deployment.objects.filter(pk=self.deployment.pk).update(proxy_admin_token=token)
             self.ctx.log("the proxy admin token could not be decrypted with the current PDCP_SECRETS_KEY: "
                          "a new one was made for this proxy start", node=node)
-        secrets_dir = str(admin_token_path(self.spec).parent)
-        result = self.fleet.run(node, f"umask 077; mkdir -p -- {remote.q(secrets_dir)}", timeout=15)
+        # run_dir/secrets is checked like a run dir (apps/jobs/ssh/commands.py): no other local user may be able to
+        # swap the directory or the files for their own.
+        token_file, header_file = admin_token_path(self.spec), admin_header_path(self.spec)
+        secrets_dir = token_file.parent
+        command = private_dirs_command([self.spec.run_dir, secrets_dir], files=[token_file, header_file])
+        result = self.fleet.run(node, command, timeout=15)
         if not result.ok:
-            self.fail(node, f"cannot create {secrets_dir} on {node}: {result.stderr.strip()}")
-        self.fleet.put_text(node, str(admin_token_path(self.spec)), token + "\n", mode=0o600)
-        self.fleet.put_text(node, str(admin_header_path(self.spec)), f"Authorization: Bearer {token}\n", mode=0o600)
+            self.fail(node, f"cannot use {secrets_dir} on {node} for the proxy's admin token: "
+                      f"{result.stderr.strip()[-500:] or f'exit {result.exit_status}'}")
+        self.fleet.put_text(node, str(token_file), token + "\n", mode=0o600)
+        self.fleet.put_text(node, str(header_file), f"Authorization: Bearer {token}\n", mode=0o600)
 
     def stop(self, items: list[Item], *, why: str, progress: bool = True) -> list[tuple[Item, str]]:
         """Stops items stage by stage, backwards (proxy first). Returns (item, reason) for those it could not stop."""
@@ -217,6 +222,10 @@ class DeploymentRun:
                 if o.ok:
                     said = o.result.stdout.strip() or "stopped"
                     self.ctx.log(f"{i.key}: {said}", node=i.node)
+                    if said.startswith("foreign "):
+                        self.ctx.log(f"{i.key}: {i.pid_file} named pid {said.split()[-1]}, a process this control "
+                                     "plane did not start there (the pid was reused, or the file was planted): not "
+                                     "signalled; the stale pid file was removed", node=i.node, stream="stderr")
                     self.mark(i.key, ProcessState.STOPPED, said)
                     if progress:
                         self.progress(i.node, f"stopped {i.key}")

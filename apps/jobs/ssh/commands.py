@@ -6,10 +6,18 @@ Traps these avoid (reference/stack-notes.md §2):
 - The PID file is written by the child itself (`echo $$` then `exec`), so it names the real
   process, and a child that cannot write it exits instead of running untracked.
 - `kill -0` succeeds on zombies: liveness is read from `ps -o stat=`.
+
+Other local users (issue 8): everything is created under `umask 077`; a run dir is refused unless every
+directory from / down to it is a real directory (no symbolic link) owned by root or the login user and not
+writable by group or others, and the run dir, its logs and pids dirs are the login user's; log and pid files
+that are symbolic links are refused. The start puts PDCP_PROCESS=<process_marker(pid file)> in the process's
+environment; stop signals, and state reports "running", only a pid of the login user whose
+/proc/<pid>/environ carries it, so a stale or planted pid file never gets another process killed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import shlex
@@ -25,6 +33,8 @@ __all__ = [
     "ProcessState",
     "detached_start_command",
     "parse_process_state",
+    "private_dirs_command",
+    "process_marker",
     "process_state_command",
     "stop_command",
     "tail_command",
@@ -33,15 +43,80 @@ __all__ = [
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 q = shlex.quote
 
+MARKER_VARIABLE = "PDCP_PROCESS"
+
 # Shell function shared by the stop and state commands: true while $1 runs and is not a zombie.
 _ALIVE = 'alive() { s=$(ps -o stat= -p "$1" 2>/dev/null) || return 1; case $s in ""|Z*) return 1;; esac; }'
+# True when pid $1 is the login user's and its environment holds the line $2 (PDCP_PROCESS=<marker>).
+_OURS = 'ours() { [ -O "/proc/$1" ] && grep -qzxF -e "$2" "/proc/$1/environ" 2>/dev/null; }'
+# pdcp_dirs: refuse unless each existing one of "$@" is a real directory owned by root or the login user and not
+# writable by group or others (one stat for all). pdcp_owned: each of "$@" is the login user's. pdcp_files: none of
+# "$@" is a symbolic link or other than a regular file.
+_PDCP_DIRS = (
+    'pdcp_dirs() { for d; do shift; '
+    'if [ -L "$d" ]; then echo "pdcp: refusing $d: it is a symbolic link" >&2; return 1; fi; '
+    'if [ -e "$d" ]; then if [ ! -d "$d" ]; then echo "pdcp: refusing $d: it is not a directory" >&2; return 1; fi; '
+    'set -- "$@" "$d"; fi; done; '
+    '[ $# = 0 ] && return 0; s=$(stat --printf \'%u %a \' -- "$@") || return 1; '
+    'for d; do u=${s%% *}; s=${s#* }; a=${s%% *}; s=${s#* }; '
+    'if [ "$u" != 0 ] && [ ! -O "$d" ]; then '
+    'echo "pdcp: refusing $d: it is owned by uid $u, neither root nor the login user" >&2; return 1; fi; '
+    'if [ $((0$a & 022)) != 0 ]; then '
+    'echo "pdcp: refusing $d: it is writable by group or others (mode $a)" >&2; return 1; fi; done; }'
+)
+_PDCP_OWNED = ('pdcp_owned() { for d; do if [ ! -O "$d" ]; then '
+               'echo "pdcp: refusing $d: it is not owned by the login user" >&2; return 1; fi; done; }')
+_PDCP_FILES = ('pdcp_files() { for f; do if [ -L "$f" ]; then '
+               'echo "pdcp: refusing $f: it is a symbolic link" >&2; return 1; fi; '
+               'if [ -e "$f" ] && [ ! -f "$f" ]; then echo "pdcp: refusing $f: it is not a regular file" >&2; '
+               'return 1; fi; done; }')
+
+
+def process_marker(pid_file: PurePosixPath | str) -> str:
+    """What the start puts in the environment as PDCP_PROCESS: one value per pid file (so per run dir and process)."""
+    return hashlib.sha256(str(PurePosixPath(pid_file)).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def _marker_line(pid_file: PurePosixPath | str) -> str:
+    return f"{MARKER_VARIABLE}={process_marker(pid_file)}"
+
+
+def _components(dirs) -> list[str]:
+    """Every directory from / down to each of dirs, top-down, each once."""
+    out: dict[str, None] = {}
+    for d in dirs:
+        path = PurePosixPath(d)
+        for part in (*reversed(path.parents), path):
+            out[str(part)] = None
+    return list(out)
+
+
+def private_dirs_command(dirs, files=(), *, create: bool = True) -> str:
+    """`umask 077`, then exit 1 (the reason on stderr, naming the path) unless every directory from / down to each
+    of dirs is a real directory owned by root or the login user and not writable by group or others; create what
+    is missing (0700); each of dirs must then be the login user's, and none of files a symbolic link.
+    create=False only checks what exists (preflight)."""
+    dirs = [str(PurePosixPath(d)) for d in dirs]
+    for d in dirs:
+        if not d.startswith("/"):
+            raise SshTargetInvalid(f"{d!r} is not an absolute path")
+    words = " ".join(q(d) for d in dirs)
+    parts = ["umask 077", _PDCP_DIRS, _PDCP_OWNED, _PDCP_FILES,
+             f"pdcp_dirs {' '.join(q(c) for c in _components(dirs))} || exit 1"]
+    if create:
+        parts += [f"mkdir -p -- {words} || exit 1", f"pdcp_owned {words} || exit 1"]
+    else:
+        parts.append(f'for d in {words}; do if [ -e "$d" ]; then pdcp_owned "$d" || exit 1; fi; done')
+    if files:
+        parts.append(f"pdcp_files {' '.join(q(str(f)) for f in files)} || exit 1")
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)
 class LaunchSpec:
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
-    workdir: PurePosixPath | str = "."
+    workdir: PurePosixPath | str = field(kw_only=True)  # absolute: the run dir, checked from / down
     log_file: PurePosixPath | str = "process.log"  # relative paths are relative to workdir
     pid_file: PurePosixPath | str = "process.pid"
 
@@ -56,6 +131,8 @@ class LaunchSpec:
         for name, value in self.env.items():
             if not _ENV_NAME.match(name):
                 raise SshTargetInvalid(f"environment variable name {name!r} is not a shell identifier")
+            if name == MARKER_VARIABLE:
+                raise SshTargetInvalid(f"{MARKER_VARIABLE} is set by the start itself (it tells our processes)")
             if "\0" in value:
                 raise SshTargetInvalid(f"environment value of {name} contains a NUL byte")
         for word in (*self.argv, str(self.workdir), str(self.log_file), str(self.pid_file)):
@@ -64,30 +141,41 @@ class LaunchSpec:
         for name in ("workdir", "log_file", "pid_file"):
             if not str(getattr(self, name)):
                 raise SshTargetInvalid(f"{name} is empty")
+        # Relative to the login's home it could not be checked from / down, nor stopped by the same pid file name.
+        if not str(self.workdir).startswith("/"):
+            raise SshTargetInvalid(f"workdir must be an absolute path, got {str(self.workdir)!r}")
 
+    @property
+    def log_path(self) -> PurePosixPath:
+        return PurePosixPath(self.workdir) / self.log_file  # an absolute log_file stays as it is
 
-def _parent(path: str) -> str:
-    return str(PurePosixPath(path).parent)
+    @property
+    def pid_path(self) -> PurePosixPath:
+        """The pid file as stop_command and process_state_command must be given it."""
+        return PurePosixPath(self.workdir) / self.pid_file
 
 
 def detached_start_command(spec: LaunchSpec) -> str:
     """Start argv detached (own session, no terminal, output to log_file); print its PID.
 
-    Exits non-zero, printing the reason to stderr, if the PID file did not appear within 5 s.
+    Exits non-zero, printing the reason to stderr and starting nothing, when the run dir is refused (see the
+    module's doc), or if the PID file did not appear within 5 s.
     """
-    wd, log, pid = q(str(spec.workdir)), q(str(spec.log_file)), q(str(spec.pid_file))
+    wd, log, pid = q(str(spec.workdir)), q(str(spec.log_path)), q(str(spec.pid_path))
     env_words = " ".join(q(f"{k}={v}") for k, v in sorted(spec.env.items()))
     argv_words = " ".join(q(a) for a in spec.argv)
     child = q('echo $$ > "$1" || exit 125; shift; exec "$@"')
     before = "; ".join([
-        f"mkdir -p -- {wd} || exit 1",
+        private_dirs_command([spec.workdir, spec.log_path.parent, spec.pid_path.parent],
+                             files=[spec.log_path, spec.pid_path]),
         f"cd -- {wd} || exit 1",
-        f"mkdir -p -- {q(_parent(str(spec.log_file)))} {q(_parent(str(spec.pid_file)))} || exit 1",
         f"rm -f -- {pid}",
         f'if [ -e {pid} ]; then echo "cannot remove stale pid file" >&2; exit 1; fi',
     ])
-    launch = (f"setsid nohup sh -c {child} sh {pid} env -- {env_words + ' ' if env_words else ''}{argv_words}"
-              f" > {log} 2>&1 < /dev/null")
+    # The marker is in the environment from the first instant the pid file names the process (sh writes it,
+    # then execs env, then argv: all inherit it). SPT_NOENV=1 keeps Python's setproctitle from overwriting it.
+    launch = (f"{q(_marker_line(spec.pid_path))} SPT_NOENV=1 setsid nohup sh -c {child} sh {pid} env -- "
+              f"{env_words + ' ' if env_words else ''}{argv_words} > {log} 2>&1 < /dev/null")
     after = "; ".join([
         f"i=0; while [ ! -s {pid} ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done",
         f'if [ -s {pid} ]; then cat -- {pid}; else echo "no pid file after 5s" >&2; exit 1; fi',
@@ -99,23 +187,29 @@ def detached_start_command(spec: LaunchSpec) -> str:
 def stop_command(pid_file: PurePosixPath | str, grace_seconds: float = 10.0) -> str:
     """TERM the process (its whole process group when it leads one), wait, then KILL.
 
-    Prints one line: "stopped <pid>", "not-running <pid>" or "no-pid-file"; exit 1 if it survived KILL.
+    pid_file is named as the start resolved it (LaunchSpec.pid_path). Prints one line: "stopped <pid>",
+    "not-running <pid>", "foreign <pid>" (alive, but not what our start put there: not signalled, the pid file
+    removed) or "no-pid-file"; exit 1 if it survived KILL.
     """
-    pf = q(str(pid_file))
+    pf, mark = q(str(pid_file)), q(_marker_line(pid_file))
     ticks = max(1, math.ceil(grace_seconds * 10))
     return "; ".join([
         _ALIVE,
+        _OURS,
+        f'mine() {{ alive "$1" && ours "$1" {mark}; }}',
         f'if [ ! -s {pf} ]; then echo "no-pid-file"; exit 0; fi',
         f"p=$(cat -- {pf})",
         'case $p in ""|*[!0-9]*) echo "bad pid file: $p" >&2; exit 2;; esac',
         f'if ! alive "$p"; then rm -f -- {pf}; echo "not-running $p"; exit 0; fi',
+        f'if ! ours "$p" {mark}; then rm -f -- {pf}; echo "foreign $p"; exit 0; fi',
         # setsid made the process a group leader: signal the group so its children go too.
         'g=$(ps -o pgid= -p "$p" | tr -d " "); if [ "$g" = "$p" ]; then t="-$p"; else t="$p"; fi',
         'kill -s TERM -- "$t" 2>/dev/null',
         f'n=0; while alive "$p" && [ $n -lt {ticks} ]; do sleep 0.1; n=$((n+1)); done',
-        'if alive "$p"; then kill -s KILL -- "$t" 2>/dev/null; n=0; '
+        # Checked again before KILL: in the grace the pid may have gone and been given to another process.
+        'if mine "$p"; then kill -s KILL -- "$t" 2>/dev/null; n=0; '
         'while alive "$p" && [ $n -lt 50 ]; do sleep 0.1; n=$((n+1)); done; fi',
-        'if alive "$p"; then echo "still-running $p" >&2; exit 1; fi',
+        'if mine "$p"; then echo "still-running $p" >&2; exit 1; fi',
         f'rm -f -- {pf}; echo "stopped $p"',
     ])
 
@@ -127,14 +221,19 @@ class ProcessState:
 
 
 def process_state_command(pid_file: PurePosixPath | str) -> str:
-    """Print "running <pid>", "zombie <pid>", "stopped <pid>" or "no-pid-file"."""
-    pf = q(str(pid_file))
+    """Print "running <pid>", "zombie <pid>", "stopped <pid>" or "no-pid-file".
+
+    A live pid that is not what our start put there (see stop_command) is "stopped": ours is not running.
+    """
+    pf, mark = q(str(pid_file)), q(_marker_line(pid_file))
     return "; ".join([
+        _OURS,
         f'if [ ! -s {pf} ]; then echo "no-pid-file"; exit 0; fi',
         f"p=$(cat -- {pf})",
         'case $p in ""|*[!0-9]*) echo "bad pid file: $p" >&2; exit 2;; esac',
         's=$(ps -o stat= -p "$p" 2>/dev/null)',
-        'case $s in "") echo "stopped $p";; Z*) echo "zombie $p";; *) echo "running $p";; esac',
+        'case $s in "") echo "stopped $p";; Z*) echo "zombie $p";; '
+        f'*) if ours "$p" {mark}; then echo "running $p"; else echo "stopped $p"; fi;; esac',
     ])
 
 
@@ -148,6 +247,8 @@ def parse_process_state(stdout: str) -> ProcessState:
 
 
 def tail_command(path: PurePosixPath | str, lines: int = 200) -> str:
+    """The last lines of a log; a symbolic link (it could name any file the login user can read) or a
+    non-regular file (a FIFO would block) is refused."""
     if int(lines) < 1:
         raise SshTargetInvalid("lines must be at least 1")
-    return f"tail -n {int(lines)} -- {q(str(path))}"
+    return f"{_PDCP_FILES}; pdcp_files {q(str(path))} || exit 1; tail -n {int(lines)} -- {q(str(path))}"
