@@ -16,6 +16,7 @@ from .metrics import Metrics
 from .pd_flow import PDFlow
 
 GENERATE = ("/v1/completions", "/v1/chat/completions")
+REFUSAL_CAUSES = {400: "bad_request", 413: "too_large", 414: "url_too_long", 431: "headers_too_large"}
 
 
 class ProxyApp:
@@ -41,12 +42,6 @@ class ProxyApp:
 
     async def handle(self, req, conn):
         path = req.path
-        if req.too_large:
-            self.metrics.error("too_large")
-            conn.keep_alive = False
-            conn.send_error(413, f"request body exceeds the limit of {self.cfg.max_body_bytes} bytes",
-                            "RequestTooLargeError")
-            return
         if path in GENERATE:
             if req.method != "POST":
                 conn.send_error(405, f"use POST on {path}", "MethodNotAllowed")
@@ -72,6 +67,10 @@ class ProxyApp:
             await self.admin.handle(req, conn)
             return
         conn.send_error(404, f"no route for {req.method} {path}", "NotFoundError")
+
+    def refused(self, status: int):
+        """The HTTP server refused a request before it was routed (malformed, or over a RequestCaps cap)."""
+        self.metrics.error(REFUSAL_CAUSES.get(status, "bad_request"))
 
     def _admit(self, req, conn) -> bool:
         client = req.headers.get(self._client_header, "") if self._client_header else req.client_ip

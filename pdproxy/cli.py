@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     lim.add_argument("--client-rate-limit", type=float, help="requests/s per client (0 = off)")
     lim.add_argument("--client-rate-burst", type=float)
     lim.add_argument("--client-key", help="client_ip or header:<name>")
+    lim.add_argument("--max-url-bytes", type=int, help="longer request URLs get 414 (default 8192)")
+    lim.add_argument("--max-header-count", type=int, help="more request headers get 431 (default 100)")
+    lim.add_argument("--max-header-bytes", type=int, help="all request headers together; over it, 431 "
+                     "(default 65536)")
+    lim.add_argument("--max-header-line-bytes", type=int, help="one request header; over it, 431 (default 16384)")
     o = p.add_argument_group("admin and backends")
     o.add_argument("--admin-token")
     o.add_argument("--admin-token-file")
@@ -107,11 +112,11 @@ def config_from_args(argv=None) -> Config:
 
 async def run(cfg: Config, ready=None) -> None:
     from .app import ProxyApp
-    from .http_server import serve
 
     app = ProxyApp(cfg)
     await app.health.check_all()  # take traffic at once on instances that are already up
-    server = await serve(app, cfg.host, cfg.port, cfg.max_body_bytes)
+    caps = cfg.request_caps()
+    server = await _listen(app, cfg.host, cfg.port, caps, "--host/--port")
     host, port = server.sockets[0].getsockname()[:2]
     app.health.start()
     print(f"pdproxy listening on http://{host}:{port}", flush=True)
@@ -134,6 +139,15 @@ async def run(cfg: Config, ready=None) -> None:
         await asyncio.sleep(0.1)
 
 
+async def _listen(app, host: str, port: int, caps, flags: str):
+    from .http_server import serve
+
+    try:
+        return await serve(app, host, port, caps)
+    except OSError as exc:
+        raise ConfigError(f"{flags}: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def main(argv=None) -> int:
     try:
         cfg = config_from_args(argv)
@@ -145,8 +159,9 @@ def main(argv=None) -> int:
         import uvloop
     except ImportError:
         uvloop = None
-    if uvloop is not None:
-        uvloop.run(run(cfg))
-    else:
-        asyncio.run(run(cfg))
+    try:
+        (uvloop.run if uvloop is not None else asyncio.run)(run(cfg))
+    except ConfigError as exc:  # a listener that cannot be opened
+        print(f"pdproxy: {exc}", file=sys.stderr)
+        return 2
     return 0

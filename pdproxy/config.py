@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from .limits import RequestCaps
+
 POLICIES = ("round_robin", "least_conn", "consistent_hash")
 HASH_KEYS = ("request_id", "user", "client_ip", "prefix")
 
@@ -63,6 +65,10 @@ class Config:
     client_rate_limit: float = 0.0  # requests/s per client; 0 = off
     client_rate_burst: float = 0.0
     client_key: str = "client_ip"  # or "header:<name>"
+    max_url_bytes: int = RequestCaps.max_url_bytes
+    max_header_count: int = RequestCaps.max_header_count
+    max_header_bytes: int = RequestCaps.max_header_bytes
+    max_header_line_bytes: int = RequestCaps.max_header_line_bytes
     # admin and backends
     admin_token: str | None = None
     backend_api_key: str | None = None
@@ -91,12 +97,25 @@ class Config:
                 raise ConfigError(f"{name} must be > 0")
         if self.max_retries < 0 or self.max_body_bytes <= 0:
             raise ConfigError("max_retries must be >= 0 and max_body_bytes > 0")
+        self._validate_caps()
         if self.host in ("", "0.0.0.0", "::") and os.environ.get("PDPROXY_ALLOW_WILDCARD") != "1":
             # Binding every interface must be a deliberate act, not a default.
             raise ConfigError("refusing to bind a wildcard address; set PDPROXY_ALLOW_WILDCARD=1 to allow it")
         if self.sticky_header:
             self.sticky_header = self.sticky_header.lower()
         return self
+
+    def _validate_caps(self):
+        for name in ("max_url_bytes", "max_header_count", "max_header_bytes", "max_header_line_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"{name} must be a whole number > 0, not {value!r}")
+        if self.max_header_line_bytes > self.max_header_bytes:
+            raise ConfigError("max_header_line_bytes must not be larger than max_header_bytes")
+
+    def request_caps(self) -> RequestCaps:
+        return RequestCaps(self.max_body_bytes, self.max_url_bytes, self.max_header_count, self.max_header_bytes,
+                           self.max_header_line_bytes)
 
     def role_policy(self, role: str) -> str:
         return (self.prefill_policy if role == "prefill" else self.decode_policy) or self.policy

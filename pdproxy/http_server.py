@@ -1,4 +1,5 @@
-"""Client-facing HTTP/1.1 server: an asyncio Protocol on httptools, keep-alive, one request at a time per connection."""
+"""Client-facing HTTP/1.1 server: an asyncio Protocol on httptools, keep-alive, one request at a time per
+connection, and caps on what one client can make it hold (RequestCaps)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,20 @@ from http import HTTPStatus
 
 import httptools
 
+from .limits import RequestCaps
 from .tcp import set_nodelay
 
 log = logging.getLogger("pdproxy.http")
 
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
+_ERROR_TYPES = {413: "RequestTooLargeError", 414: "URITooLongError", 431: "RequestHeaderFieldsTooLargeError"}
+_FEED_SLICE = 16 * 1024  # parsed at a time: how far a pipelining client's requests get ahead of their answers
+DEFAULT_CAPS = RequestCaps()
+_LINGER_S = 2.0  # after a refusal, what the client still sends is read and dropped this long (see _refuse_now)
+
+
+class _Refused(Exception):
+    """Raised in a parser callback to stop parsing; what to answer is in ServerConnection._refusal."""
 
 
 def status_line(status: int) -> bytes:
@@ -22,9 +32,9 @@ def status_line(status: int) -> bytes:
 
 
 class Request:
-    __slots__ = ("method", "path", "query", "headers", "body", "client_ip", "keep_alive", "t0", "too_large")
+    __slots__ = ("method", "path", "query", "headers", "body", "client_ip", "keep_alive", "t0")
 
-    def __init__(self, method, path, query, headers, body, client_ip, keep_alive, too_large):
+    def __init__(self, method, path, query, headers, body, client_ip, keep_alive):
         self.method = method
         self.path = path
         self.query = query
@@ -32,23 +42,39 @@ class Request:
         self.body = body
         self.client_ip = client_ip
         self.keep_alive = keep_alive
-        self.too_large = too_large
         self.t0 = time.perf_counter()
 
 
 class ServerConnection(asyncio.Protocol):
-    """One client connection. The app's handler writes through send_response / start_stream / send_chunk."""
+    """One client connection. The app's handler writes through send_response / start_stream / send_chunk.
 
-    def __init__(self, app, max_body_bytes: int):
+    While a request is answered nothing more is parsed, and once more bytes arrive the socket is not read
+    either: a pipelining client's requests wait in the kernel, not here (see data_received)."""
+
+    def __init__(self, app, caps: RequestCaps = DEFAULT_CAPS):
         self.app = app
-        self.max_body = max_body_bytes
+        self.max_body = caps.max_body_bytes
+        self._max_url = caps.max_url_bytes
+        self._max_headers = caps.max_header_count
+        self._max_header_bytes = caps.max_header_bytes
+        self._max_header_line = caps.max_header_line_bytes
         self.loop = asyncio.get_running_loop()
         self.transport = None
         self.parser = httptools.HttpRequestParser(self)
         self.client_ip = ""
         self.closed = False
         self.busy = False
-        self.queue: deque[Request] = deque()
+        self.queue: deque = deque()  # Requests, or a refusal (status, message), parsed while one is answered
+        self._unparsed = b""  # read while a request is answered; parsed once it is done
+        self._reading = True
+        self._refusal = None  # (status, message) set by a parser callback that stopped the parser
+        self._refused = False  # a request was refused: nothing more is parsed, the connection ends after it
+        self._in_message = False  # between a request's first byte and its end
+        self._body_seen = False  # body bytes came in the current feed
+        # httptools hands a header (or trailer) over only once it is complete; until then it grows inside the
+        # parser. Feeds that end inside a request without body bytes count against this (the first may also
+        # hold the end of the request before).
+        self._max_idle_fed = caps.max_url_bytes + caps.max_header_bytes + _FEED_SLICE + 1024
         self.current_task = None
         # set by the handler for the request being answered
         self.responded = False
@@ -67,7 +93,9 @@ class ServerConnection(asyncio.Protocol):
         self._headers = {}
         self._body = []
         self._size = 0
-        self._too_large = False
+        self._header_count = 0
+        self._header_bytes = 0
+        self._idle_fed = 0
 
     # asyncio.Protocol
     def connection_made(self, transport):
@@ -77,12 +105,62 @@ class ServerConnection(asyncio.Protocol):
         set_nodelay(transport)
 
     def data_received(self, data):
+        if self.busy or self._refused or len(data) > _FEED_SLICE:
+            self._feed(data)
+        else:
+            self._parse(data)
+
+    def _feed(self, data):
+        """Parse `data` a slice at a time; once a request is being answered, the rest waits unparsed."""
+        if self._refused:
+            return  # lingering after a refusal: dropped
+        if self.busy:
+            # Pipelined bytes while a request is answered: keep this one read and stop reading until it is done.
+            self._unparsed += data
+            self._pause_reading()
+            return
+        view = memoryview(data)
+        for start in range(0, len(data), _FEED_SLICE):
+            if self._refused:
+                return
+            if self.busy:
+                self._unparsed = bytes(view[start:])
+                self._pause_reading()
+                return
+            self._parse(view[start:start + _FEED_SLICE])
+
+    def _parse(self, data):
+        self._body_seen = False
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self._fatal(400, "protocol upgrade is not supported")
+            self._refuse(400, "protocol upgrade is not supported")
+            return
         except httptools.HttpParserError as exc:
-            self._fatal(400, f"malformed HTTP request: {exc}")
+            refusal, self._refusal = self._refusal, None
+            self._refuse(*(refusal or (400, f"malformed HTTP request: {exc}")))
+            return
+        if self._in_message:
+            if self._body_seen:
+                self._idle_fed = 0
+                return
+            self._idle_fed += len(data)
+            if self._idle_fed > self._max_idle_fed:
+                self._refuse(431, f"request headers are over {self._max_header_bytes} bytes (--max-header-bytes)")
+
+    def _stop(self, status: int, message: str):
+        self._refusal = (status, message)
+        raise _Refused
+
+    def _pause_reading(self):
+        if self._reading:
+            self._reading = False
+            self.transport.pause_reading()
+
+    def _resume_reading(self):
+        if not self._reading and not self.closed:
+            self._reading = True
+            self.transport.resume_reading()
 
     def connection_lost(self, exc):
         self.closed = True
@@ -112,36 +190,56 @@ class ServerConnection(asyncio.Protocol):
 
     # httptools callbacks
     def on_message_begin(self):
+        self._in_message = True
         self._reset_message()
 
     def on_url(self, url):
         self._url += url
+        if len(self._url) > self._max_url:
+            self._stop(414, f"the URL is over {self._max_url} bytes (--max-url-bytes)")
 
     def on_header(self, name, value):
+        size = len(name) + len(value) + 4
+        self._header_count += 1
+        if size > self._max_header_line or self._header_count > self._max_headers:
+            self._stop(431, self._headers_over(name, size))
+        self._header_bytes += size
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
+    def _headers_over(self, name: bytes, size: int) -> str:
+        if self._header_count > self._max_headers:
+            return f"more than {self._max_headers} request headers (--max-header-count)"
+        if size > self._max_header_line:
+            shown = name[:64].decode("latin-1")
+            return f"request header {shown!r} is {size} bytes, over {self._max_header_line} (--max-header-line-bytes)"
+        return f"request headers are over {self._max_header_bytes} bytes in all (--max-header-bytes)"
+
     def on_headers_complete(self):
+        # the sum is checked once here, not per header: until now it was bounded by _max_idle_fed
+        if self._header_bytes > self._max_header_bytes:
+            self._stop(431, self._headers_over(b"", 0))
         length = self._headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
-            self._too_large = True
+            self._stop(413, self._too_large())
 
     def on_body(self, body):
-        if self._too_large:
-            return
+        self._body_seen = True
         self._size += len(body)
         if self._size > self.max_body:
-            self._too_large = True
-            self._body = []
-        else:
-            self._body.append(body)
+            self._stop(413, self._too_large())
+        self._body.append(body)
+
+    def _too_large(self) -> str:
+        return f"request body exceeds the limit of {self.max_body} bytes (--max-body-bytes)"
 
     def on_message_complete(self):
+        self._in_message = False
         url = httptools.parse_url(self._url)
         path = url.path.decode("latin-1")
         query = url.query.decode("latin-1") if url.query else ""
         body = b"".join(self._body) if len(self._body) != 1 else self._body[0]
         req = Request(self.parser.get_method().decode(), path, query, self._headers, body,
-                      self.client_ip, self.parser.should_keep_alive(), self._too_large)
+                      self.client_ip, self.parser.should_keep_alive())
         self._reset_message()
         if self.busy:
             self.queue.append(req)
@@ -183,15 +281,41 @@ class ServerConnection(asyncio.Protocol):
             self.closed = True
             return
         if self.queue:
-            self._start(self.queue.popleft())
+            item = self.queue.popleft()
+            if isinstance(item, Request):
+                self._start(item)
+            else:
+                self._refuse_now(*item)
+            return
+        if self._unparsed:
+            data, self._unparsed = self._unparsed, b""
+            self._feed(data)
+        if not self._reading and not self.busy and not self._refused:
+            self._resume_reading()
 
-    def _fatal(self, status: int, message: str):
-        if not self.closed and not self.busy:
-            self.keep_alive = False
-            self.send_error(status, message, "BadRequestError")
-        if self.transport is not None:
-            self.transport.close()
-        self.closed = True
+    # refusals: answered in their turn, then the connection ends
+    def _refuse(self, status: int, message: str):
+        self._refused = True
+        self._unparsed = b""
+        if self.busy:
+            self.queue.append((status, message))
+        else:
+            self._refuse_now(status, message)
+
+    def _refuse_now(self, status: int, message: str):
+        if self.closed:
+            return
+        if self.app is not None:
+            self.app.refused(status)
+        self.responded = False
+        self.keep_alive = False
+        self.send_error(status, message, _ERROR_TYPES.get(status, "BadRequestError"))
+        # Half-close and drop what the client still sends for a moment before closing: closing with its bytes
+        # unread makes the kernel send a reset, which can destroy the answer before the client reads it.
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self._resume_reading()
+        self.loop.call_later(_LINGER_S, self.transport.close)
 
     # writing
     def _head(self, status: int, content_type: bytes, extra: list | tuple, length: int | None) -> bytes:
@@ -244,7 +368,8 @@ class ServerConnection(asyncio.Protocol):
         self.streaming = False
 
 
-async def serve(app, host: str, port: int, max_body_bytes: int, backlog: int = 2048):
+async def serve(app, host: str, port: int, caps: RequestCaps, backlog: int = 2048):
+    """Listen for `app`: an object with `async handle(request, connection)` and `refused(status)`."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: ServerConnection(app, max_body_bytes), host, port,
+    return await loop.create_server(lambda: ServerConnection(app, caps), host, port,
                                     backlog=backlog, reuse_address=True)

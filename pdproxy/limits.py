@@ -1,8 +1,22 @@
-"""Admission control: token buckets, global and per client, answering how long to wait when empty."""
+"""Admission control: caps on a request's size, and token buckets (global and per client) that answer how long
+to wait when empty."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RequestCaps:
+    """What one client request may hold in the proxy's memory. Over a cap the answer is 414 (URL), 431 (headers)
+    or 413 (body) and the connection is closed."""
+
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_url_bytes: int = 8 * 1024
+    max_header_count: int = 100
+    max_header_bytes: int = 64 * 1024  # all headers, each counted as name + value + 4 (": ", CRLF)
+    max_header_line_bytes: int = 16 * 1024  # one header
 
 
 class TokenBucket:

@@ -42,3 +42,12 @@ def test_admin_token_file(tmp_path):
     f = tmp_path / "tok"
     f.write_text("t0ken\n")
     assert config_from_args(["--admin-token-file", str(f)]).admin_token == "t0ken"
+
+
+def test_head_caps_are_validated():
+    cfg = config_from_args([])
+    assert (cfg.max_header_count, cfg.max_header_bytes, cfg.max_url_bytes) == (100, 64 * 1024, 8 * 1024)
+    with pytest.raises(ConfigError, match="max_header_count"):
+        config_from_args(["--max-header-count", "0"])
+    with pytest.raises(ConfigError, match="max_header_line_bytes"):
+        config_from_args(["--max-header-bytes", "1000", "--max-header-line-bytes", "2000"])

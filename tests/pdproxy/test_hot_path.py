@@ -12,6 +12,7 @@ from pdproxy.backend_pool import BackendPool
 from pdproxy.http_client import BackendError, ClientConnection
 from pdproxy.http_server import ServerConnection
 from pdproxy.jsonfast import dumps, loads
+from pdproxy.limits import RequestCaps
 from pdproxy.metrics import LATENCY_BUCKETS, Metrics
 from pdproxy.pd_flow import decode_body, prefill_body
 
@@ -108,7 +109,7 @@ class _Transport:
 
 def test_stream_head_and_end_share_writes_and_bytes_are_unchanged():
     async def go():
-        c = ServerConnection(app=None, max_body_bytes=1000)
+        c = ServerConnection(app=None, caps=RequestCaps(max_body_bytes=1000))
         t = _Transport()
         c.connection_made(t)
         c.start_stream(200, b"text/event-stream", [(b"X-Request-Id", b"r")])
@@ -127,7 +128,7 @@ def test_stream_head_and_end_share_writes_and_bytes_are_unchanged():
     assert writes[2] == b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"
 
     async def empty():
-        c = ServerConnection(app=None, max_body_bytes=1000)
+        c = ServerConnection(app=None, caps=RequestCaps(max_body_bytes=1000))
         t = _Transport()
         c.connection_made(t)
         c.start_stream(200, b"text/event-stream")
