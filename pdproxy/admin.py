@@ -1,4 +1,5 @@
-"""Admin API (bearer token): list, add, remove, drain and undrain instances without a restart."""
+"""Admin API (bearer token): list, add, remove, drain and undrain instances without a restart; served on the main
+listener, or only on a listener of its own (AdminListener)."""
 
 from __future__ import annotations
 
@@ -109,3 +110,17 @@ class Admin:
         # probe at once so a healthy instance takes traffic without waiting for the next round
         await asyncio.gather(*(self.health.check(pool, b) for b in added))
         _json(conn, 201, {"added": [b.describe() for b in added]})
+
+
+class AdminListener:
+    """What --admin-host/--admin-port serve: the admin API and nothing else."""
+
+    def __init__(self, admin: Admin, refused):
+        self.admin = admin
+        self.refused = refused  # the proxy's own count of refused requests
+
+    async def handle(self, req, conn):
+        if req.path.startswith("/admin/"):
+            await self.admin.handle(req, conn)
+        else:
+            conn.send_error(404, f"no route for {req.method} {req.path} on the admin listener", "NotFoundError")

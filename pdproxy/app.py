@@ -38,6 +38,7 @@ class ProxyApp:
                                     cfg.health_timeout)
         self.flow = PDFlow(cfg, self.pools, self.balancers, self.metrics)
         self.admin = Admin(cfg.admin_token, self.pools, self.health)
+        self.admin_on_main = cfg.admin_listener is None  # else /admin/ is served only on that listener
         self._client_header = cfg.client_key[7:].lower() if cfg.client_key.startswith("header:") else None
 
     async def handle(self, req, conn):
@@ -63,7 +64,7 @@ class ProxyApp:
         if path == "/metrics":
             conn.send_response(200, self.metrics.render(), b"text/plain; version=0.0.4; charset=utf-8")
             return
-        if path.startswith("/admin/"):
+        if path.startswith("/admin/") and self.admin_on_main:
             await self.admin.handle(req, conn)
             return
         conn.send_error(404, f"no route for {req.method} {path}", "NotFoundError")

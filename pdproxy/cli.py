@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     o = p.add_argument_group("admin and backends")
     o.add_argument("--admin-token")
     o.add_argument("--admin-token-file")
+    o.add_argument("--admin-host", help="serve the admin API only on this address (with --admin-port), "
+                   "not on the main listener")
+    o.add_argument("--admin-port", type=int, help="port of the admin API's own listener (0 = any free port)")
     o.add_argument("--backend-api-key", help="sent as Authorization: Bearer when the client sends none "
                    "(default: $OPENAI_API_KEY)")
     o.add_argument("--no-recompute", action="store_true", help="do not continue answers Decode recomputed")
@@ -111,12 +114,20 @@ def config_from_args(argv=None) -> Config:
 
 
 async def run(cfg: Config, ready=None) -> None:
+    from .admin import AdminListener
     from .app import ProxyApp
 
     app = ProxyApp(cfg)
     await app.health.check_all()  # take traffic at once on instances that are already up
     caps = cfg.request_caps()
     server = await _listen(app, cfg.host, cfg.port, caps, "--host/--port")
+    servers = [server]
+    if cfg.admin_listener is not None:
+        admin_server = await _listen(AdminListener(app.admin, app.refused), *cfg.admin_listener, caps,
+                                     "--admin-host/--admin-port")
+        servers.append(admin_server)
+        admin_host, admin_port = admin_server.sockets[0].getsockname()[:2]
+        print(f"pdproxy admin listening on http://{admin_host}:{admin_port}", flush=True)
     host, port = server.sockets[0].getsockname()[:2]
     app.health.start()
     print(f"pdproxy listening on http://{host}:{port}", flush=True)
@@ -130,7 +141,8 @@ async def run(cfg: Config, ready=None) -> None:
         except (NotImplementedError, RuntimeError):
             pass
     await stop.wait()
-    server.close()
+    for s in servers:
+        s.close()
     app.health.stop()
     # let requests in flight finish, within reason
     for _ in range(100):

@@ -71,6 +71,8 @@ class Config:
     max_header_line_bytes: int = RequestCaps.max_header_line_bytes
     # admin and backends
     admin_token: str | None = None
+    admin_host: str | None = None  # with admin_port: the admin API is served there only
+    admin_port: int | None = None
     backend_api_key: str | None = None
     recompute: bool = True
     max_recomputes: int = 3
@@ -98,9 +100,7 @@ class Config:
         if self.max_retries < 0 or self.max_body_bytes <= 0:
             raise ConfigError("max_retries must be >= 0 and max_body_bytes > 0")
         self._validate_caps()
-        if self.host in ("", "0.0.0.0", "::") and os.environ.get("PDPROXY_ALLOW_WILDCARD") != "1":
-            # Binding every interface must be a deliberate act, not a default.
-            raise ConfigError("refusing to bind a wildcard address; set PDPROXY_ALLOW_WILDCARD=1 to allow it")
+        self._validate_listeners()
         if self.sticky_header:
             self.sticky_header = self.sticky_header.lower()
         return self
@@ -112,6 +112,29 @@ class Config:
                 raise ConfigError(f"{name} must be a whole number > 0, not {value!r}")
         if self.max_header_line_bytes > self.max_header_bytes:
             raise ConfigError("max_header_line_bytes must not be larger than max_header_bytes")
+
+    def _validate_listeners(self):
+        if self.admin_host is not None and self.admin_port is None:
+            raise ConfigError("admin_host needs admin_port (the admin listener's port)")
+        if self.admin_port is not None:
+            port = self.admin_port
+            if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port < 65536:
+                raise ConfigError(f"admin_port must be a port number 0-65535 (0 = any free port), not {port!r}")
+            if self.admin_host is None:
+                self.admin_host = self.host
+            if port != 0 and port == self.port and self.admin_host == self.host:
+                raise ConfigError(f"admin_port {port} is the main listener's port: give the admin API another one")
+        for name in ("host", "admin_host"):
+            value = getattr(self, name)
+            if value in ("", "0.0.0.0", "::") and os.environ.get("PDPROXY_ALLOW_WILDCARD") != "1":
+                # Binding every interface must be a deliberate act, not a default.
+                raise ConfigError(f"{name}: refusing to bind a wildcard address ({value!r}); set "
+                                  "PDPROXY_ALLOW_WILDCARD=1 to allow it")
+
+    @property
+    def admin_listener(self) -> tuple[str, int] | None:
+        """(host, port) of the admin API's own listener, or None when it is served on the main one."""
+        return None if self.admin_port is None else (self.admin_host or self.host, self.admin_port)
 
     def request_caps(self) -> RequestCaps:
         return RequestCaps(self.max_body_bytes, self.max_url_bytes, self.max_header_count, self.max_header_bytes,

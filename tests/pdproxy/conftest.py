@@ -20,17 +20,31 @@ PY = sys.executable
 FAKE = str(HERE / "fake_backend.py")
 
 
-def _read_line(proc: subprocess.Popen, prefix: str, timeout: float = 15.0) -> str:
+def _read_line(proc: subprocess.Popen, prefix: str, timeout: float = 15.0, skipped: list | None = None) -> str:
+    """The first line `proc` prints that starts with `prefix` (read from the pipe itself: select() does not see
+    lines already sitting in a file object's buffer)."""
     deadline = time.monotonic() + timeout
+    fd = proc.stdout.fileno()
+    buf = b""
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
-        if ready:
-            line = proc.stdout.readline()
-            if not line:
-                break
+        while b"\n" in buf:
+            raw, buf = buf.split(b"\n", 1)
+            line = raw.decode(errors="replace").strip()
             if line.startswith(prefix):
-                return line.strip()
-        if proc.poll() is not None:
+                return line
+            if skipped is not None:
+                skipped.append(line)
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                try:
+                    proc.wait(2)  # it closed its output: let it exit so its status and stderr are reported
+                except subprocess.TimeoutExpired:
+                    pass
+                break
+            buf += chunk
+        elif proc.poll() is not None:
             break
     raise RuntimeError(f"process {proc.args} did not print {prefix!r} (exit {proc.poll()}): "
                        f"{proc.stderr.read() if proc.poll() is not None else ''}")
@@ -76,9 +90,10 @@ class FakeBackend:
 
 
 class Proxy:
-    def __init__(self, proc, port, token):
+    def __init__(self, proc, port, token, admin_port=None):
         self.proc, self.port, self.token = proc, port, token
         self.url = f"http://127.0.0.1:{port}"
+        self.admin_port = admin_port  # set when the proxy serves its admin API on a listener of its own
 
     def post(self, path, body, headers=None, timeout=10.0):
         return request("POST", self.url + path, body, headers, timeout)
@@ -164,8 +179,10 @@ class Cluster:
             argv += ["--admin-token", token]
         argv += list(args)
         proc = self._spawn(argv)
-        port = int(_read_line(proc, "pdproxy listening").rsplit(":", 1)[1])
-        return Proxy(proc, port, token)
+        before: list[str] = []
+        port = int(_read_line(proc, "pdproxy listening", skipped=before).rsplit(":", 1)[1])
+        admin = [line for line in before if line.startswith("pdproxy admin listening")]
+        return Proxy(proc, port, token, int(admin[0].rsplit(":", 1)[1]) if admin else None)
 
     def stop_all(self):
         for proc in self.procs:

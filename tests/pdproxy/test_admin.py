@@ -1,6 +1,7 @@
 """Admin API: token-protected list, add, remove, drain without a restart."""
 
 import concurrent.futures as cf
+import json
 
 from conftest import completion, request
 
@@ -72,3 +73,20 @@ def test_drain_lets_in_flight_finish_and_takes_no_new_requests(cluster):
     assert info["inflight"] == 0 and info["state"] == "draining"
     status, info = proxy.admin("POST", f"/instances/decode/{d1.addr}/undrain")
     assert info["state"] == "healthy"
+
+
+def test_admin_listener_of_its_own_takes_the_admin_api_off_the_main_port(cluster):
+    p, d = cluster.backend("p1"), cluster.backend("d1")
+    proxy = cluster.proxy([p], [d], "--admin-host", "127.0.0.1", "--admin-port", "0")
+    assert proxy.admin_port and proxy.admin_port != proxy.port
+    # the main listener no longer knows the admin API, token or not
+    assert proxy.admin("GET", "/instances")[0] == 404
+    admin_url = f"http://127.0.0.1:{proxy.admin_port}/admin/instances"
+    status, _, raw = request("GET", admin_url, headers={"Authorization": f"Bearer {proxy.token}"})
+    assert status == 200 and [i["address"] for i in json.loads(raw)["decode"]] == [d.addr]
+    assert request("GET", admin_url, headers={"Authorization": "Bearer wrong"})[0] == 401
+    assert request("GET", admin_url)[0] == 401
+    # and the admin listener serves the admin API only
+    assert request("GET", f"http://127.0.0.1:{proxy.admin_port}/health")[0] == 404
+    assert request("POST", f"http://127.0.0.1:{proxy.admin_port}/v1/completions", completion())[0] == 404
+    assert proxy.post("/v1/completions", completion())[0] == 200

@@ -44,6 +44,29 @@ def test_admin_token_file(tmp_path):
     assert config_from_args(["--admin-token-file", str(f)]).admin_token == "t0ken"
 
 
+def test_admin_listener_flags_and_yaml(tmp_path):
+    cfg = config_from_args(["--admin-host", "127.0.0.2", "--admin-port", "9901"])
+    assert cfg.admin_listener == ("127.0.0.2", 9901)
+    assert config_from_args(["--admin-port", "9901"]).admin_listener == ("127.0.0.1", 9901)
+    assert config_from_args([]).admin_listener is None
+    f = tmp_path / "proxy.yaml"
+    f.write_text("admin_host: 127.0.0.3\nadmin-port: 9902\n")
+    assert config_from_args(["--config", str(f)]).admin_listener == ("127.0.0.3", 9902)
+
+
+def test_admin_listener_is_refused_when_it_is_wild_or_clashes(monkeypatch):
+    monkeypatch.delenv("PDPROXY_ALLOW_WILDCARD", raising=False)
+    for wild in ("0.0.0.0", "::", ""):
+        with pytest.raises(ConfigError, match="admin_host.*wildcard"):
+            config_from_args(["--admin-host", wild, "--admin-port", "9901"])
+    with pytest.raises(ConfigError, match="admin_port"):
+        config_from_args(["--admin-host", "127.0.0.2"])
+    with pytest.raises(ConfigError, match="admin_port"):
+        config_from_args(["--admin-port", "70000"])
+    with pytest.raises(ConfigError, match="admin_port"):
+        config_from_args(["--port", "9901", "--admin-port", "9901"])
+
+
 def test_head_caps_are_validated():
     cfg = config_from_args([])
     assert (cfg.max_header_count, cfg.max_header_bytes, cfg.max_url_bytes) == (100, 64 * 1024, 8 * 1024)
