@@ -6,6 +6,7 @@ COPY controlplane ./controlplane
 COPY apps ./apps
 COPY pdproxy ./pdproxy
 COPY simcluster ./simcluster
+COPY plainyaml ./plainyaml
 RUN pip install --no-cache-dir .
 # .dockerignore keeps the developer's data/ (database, secrets.key), .git and .venv out of the image.
 COPY . .

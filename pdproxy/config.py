@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+import plainyaml
+
 from .limits import RequestCaps
 
 POLICIES = ("round_robin", "least_conn", "consistent_hash")
@@ -149,8 +151,11 @@ FIELD_NAMES = {f.name for f in dataclasses.fields(Config)}
 
 def load_yaml(path: str) -> dict:
     """Read a YAML config file into a dict of Config field values (dashes accepted for underscores)."""
-    with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh) or {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = plainyaml.load(fh) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     out = {}

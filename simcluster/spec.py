@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
+import plainyaml
 
 HARDWARE = {"A3": ("Atlas 800I A3", "Ascend910", 16), "910B": ("Atlas 800I A2", "910B2", 8),
             "": ("server", "", 0)}
@@ -36,7 +36,7 @@ def reference_spec(prefix: str = "127.0.10", ssh_port: int = 22) -> dict:
 def load_spec(path: str | Path | None) -> dict:
     if not path:
         return reference_spec()
-    spec = yaml.safe_load(Path(path).read_text())
+    spec = plainyaml.load(Path(path).read_text())
     for n in spec["nodes"]:
         n.setdefault("ssh_port", 22)
         n.setdefault("hardware", "")

@@ -116,6 +116,16 @@ def test_the_image_keeps_what_it_runs(path):
     assert not dockerignore_excludes(path), path
 
 
+def test_the_image_installs_every_package_the_project_declares():
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    lines = (ROOT / "Dockerfile").read_text().splitlines()
+    install = next(i for i, line in enumerate(lines) if line.startswith("RUN pip install"))
+    copied = {line.split()[1] for line in lines[:install] if line.startswith("COPY ")}
+    assert {pattern.rstrip("*") for pattern in declared} <= copied
+
+
 def test_the_image_runs_as_a_non_root_user():
     lines = [line.split() for line in (ROOT / "Dockerfile").read_text().splitlines() if line.strip()]
     users = [words[1] for words in lines if words[0] == "USER"]

@@ -9,6 +9,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+import plainyaml
 from apps.inventory.models import Cluster
 from apps.jobs.models import Job
 from apps.ui.access import operator_required, viewer_required
@@ -53,7 +54,7 @@ def _problems_in_place(exc: RevisionInvalid, text: str) -> list[dict]:
     """Each problem with the YAML line it belongs to (instance block, then the field inside it), when findable."""
     data = None
     try:
-        data = yaml.safe_load(text)
+        data = plainyaml.load(text)
     except yaml.YAMLError:
         pass
     lines = text.splitlines()
@@ -157,7 +158,7 @@ def deployment_edit_form(request, pk):
     problems = []
     if request.method != "POST":
         base = deployment.active_revision
-        state = state_from_spec(base.spec if base else yaml.safe_load(NEW_TEMPLATE))
+        state = state_from_spec(base.spec if base else plainyaml.load(NEW_TEMPLATE))
     else:
         state = state_from_post(request.POST)
         if "add_instance" in request.POST:

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from plainyaml import NoAliasSafeLoader
+from plainyaml import short_repr as _show
+
 ALLOWED_TOP = {"version", "credentials", "clusters"}
 CREDENTIAL_KEYS = {"name", "username", "private_key", "private_key_file", "password"}
 CLUSTER_KEYS = {"name", "description", "nodes"}
@@ -63,8 +66,8 @@ class InventoryRows:
     nodes: list[NodeRow] = field(default_factory=list)
 
 
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader whose mappings remember the line of each key (1-based)."""
+class _LineLoader(NoAliasSafeLoader):
+    """SafeLoader (no aliases) whose mappings remember the line of each key (1-based)."""
 
 
 class LinedDict(dict):
@@ -138,7 +141,7 @@ def parse_yaml(text: str) -> InventoryRows:
                 _str(node, key, nwhere, errors)
             for key in ("ssh_port", "npu_count"):
                 if key in node and (not isinstance(node[key], int) or isinstance(node[key], bool) or node[key] < 0):
-                    errors.append(FileError(node.lines[key], f"{nwhere}.{key}", f"expected a whole number, got {node[key]!r}"))
+                    errors.append(FileError(node.lines[key], f"{nwhere}.{key}", f"expected a whole number, got {_show(node[key])}"))
             if "labels" in node and not isinstance(node["labels"], dict):
                 errors.append(FileError(node.lines["labels"], f"{nwhere}.labels", "expected a mapping like {role: prefill}"))
             values = {k: (dict(v) if isinstance(v, dict) else v) for k, v in values.items()}
@@ -168,7 +171,7 @@ def parse_nodes_csv(text: str) -> InventoryRows:
                 continue
             if key in ("ssh_port", "npu_count"):
                 if not raw.isdecimal():
-                    errors.append(FileError(line, key, f"expected a whole number, got {raw!r}"))
+                    errors.append(FileError(line, key, f"expected a whole number, got {_show(raw)}"))
                     continue
                 values[key] = int(raw)
             elif key == "labels":
@@ -176,7 +179,7 @@ def parse_nodes_csv(text: str) -> InventoryRows:
                 for pair in raw.split(";"):
                     k, sep, v = pair.partition("=")
                     if not sep or not k.strip():
-                        errors.append(FileError(line, "labels", f"expected key=value;key=value, got {pair!r}"))
+                        errors.append(FileError(line, "labels", f"expected key=value;key=value, got {_show(pair)}"))
                         break
                     labels[k.strip()] = v.strip()
                 values["labels"] = labels
@@ -230,7 +233,7 @@ def _str(mapping, key, where, errors, *, required=False) -> str | None:
         return None
     value = mapping[key]
     if not isinstance(value, str) or (required and not value.strip()):
-        errors.append(FileError(_line(mapping, key), f"{where}.{key}", f"expected text, got {value!r}"))
+        errors.append(FileError(_line(mapping, key), f"{where}.{key}", f"expected text, got {_show(value)}"))
         return None
     return value
 

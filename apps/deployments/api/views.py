@@ -9,6 +9,7 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+import plainyaml
 from apps.accounts.roles import Role
 from apps.jobs.api.serializers import JobSerializer
 
@@ -62,7 +63,7 @@ def _yaml_data(text):
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return plainyaml.load(text)
     except yaml.YAMLError:
         return None
 

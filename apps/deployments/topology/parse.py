@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from plainyaml import short_repr
+
 from .spec import (
     DEFAULT_RUN_ROOT,
     DP_STYLES,
@@ -100,7 +102,7 @@ class _Reader:
 
 
 def _show(value: Any) -> str:
-    text = repr(value)
+    text = short_repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 

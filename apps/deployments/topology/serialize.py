@@ -7,6 +7,8 @@ from typing import Any
 
 import yaml
 
+import plainyaml
+
 from .parse import spec_from_dict
 from .spec import SpecError, TopologySpec
 
@@ -28,9 +30,9 @@ def _plain(value: Any) -> Any:
 
 
 def spec_from_yaml(text: str, *, deployment_name: str | None = None) -> TopologySpec:
-    """Parse YAML (safe_load only); a syntax error names its line and column."""
+    """Parse YAML (safe types, no aliases); a syntax error names its line and column."""
     try:
-        data = yaml.safe_load(text)
+        data = plainyaml.load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""

@@ -5,6 +5,7 @@ from pathlib import Path
 import yaml
 from django.core.management.base import BaseCommand, CommandError
 
+import plainyaml
 from apps.deployments.models import Deployment
 from apps.deployments.services import deployment_create, revision_create
 from apps.deployments.validation import RevisionInvalid
@@ -30,7 +31,7 @@ class Command(BaseCommand):
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"cannot read {file}: {exc}") from exc
         if launch_profile or run_dir:
-            data = yaml.safe_load(text)
+            data = plainyaml.load(text)
             if launch_profile:
                 data["launch_profile"] = launch_profile
             if run_dir:
