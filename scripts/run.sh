@@ -9,7 +9,9 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export PDCP_DATA_DIR="${PDCP_DATA_DIR:-$ROOT/data}"
 HOST=127.0.0.1
 PORT="${PORT:-8000}"
-SIM_STATE="${SIMCLUSTER_STATE_DIR:-$PDCP_DATA_DIR/simcluster}"
+# The simulated nodes' login user reads this dir, and the clone may sit below a 0700 directory: keep it
+# under root-owned 0755 dirs, one per data dir.
+SIM_STATE="${SIMCLUSTER_STATE_DIR:-/var/lib/pdcp-sim/state-$(printf %s "$PDCP_DATA_DIR" | sha256sum | cut -c1-12)}"
 mkdir -p "$PDCP_DATA_DIR/logs"
 LOGS="$PDCP_DATA_DIR/logs"
 
@@ -20,7 +22,8 @@ if ! port_free "$PORT"; then
 fi
 
 "$PY" manage.py migrate --no-input -v0
-"$PY" manage.py ensure_admin
+ADMIN_NOTE=$("$PY" manage.py ensure_admin)
+echo "$ADMIN_NOTE"
 
 PIDS=()
 SIM_UP=0
@@ -45,7 +48,8 @@ if [ "${PDCP_SIMCLUSTER:-1}" = 1 ]; then
   "$PY" manage.py import_inventory "$SIM_STATE/inventory.yaml"
   # The reference topology (node 0 corrected), ready to plan and deploy on the simulated cluster.
   "$PY" manage.py load_deployment examples/reference-topology-fixed.yaml --cluster reference \
-    --name reference-sim --launch-profile sim --run-dir /var/tmp/pdcp/reference-sim --if-missing
+    --name reference-sim --launch-profile sim --if-missing \
+    --run-dir "$(getent passwd simnode | cut -d: -f6)/pdcp-runs/reference-sim"
 else
   "$PY" manage.py import_inventory examples/reference-cluster.yaml
 fi
@@ -61,7 +65,8 @@ PIDS+=($!)
 
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null && break; sleep 0.1; done
 echo
-echo "  PD control plane: http://$HOST:$PORT/   (user admin; logs in $LOGS)"
+echo "  PD control plane: http://$HOST:$PORT/   (logs in $LOGS)"
+echo "  ${ADMIN_NOTE//$'\n'/$'\n'  }"
 echo "  API docs:         http://$HOST:$PORT/api/docs/"
 echo "  Ctrl-C stops the web server, the worker, beat and the simulated cluster."
 wait -n "${PIDS[@]}" || true

@@ -7,7 +7,6 @@ user (what the control plane starts over SSH), and the SSH sessions still attach
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from simcluster import nodestate, procs, runtime, shims
+from simcluster import nodestate, procs, rundirs, runtime, shims
 from simcluster.spec import HARDWARE
 from simcluster.sshnode import (
     LOGIN_USER,
@@ -121,7 +120,7 @@ def up(spec: dict, state_dir: Path = DEFAULT_STATE_DIR) -> dict:
             state["nodes"][n["name"]] = {"dir": str(ndir), "address": n["address"], "port": n["ssh_port"],
                                          "host_key": node.host_key_line, "config": str(node.config_path)}
         state["services"] = services
-        state["runs_dir"] = str(_runs_dir(state_dir))
+        state["runs_dir"] = str(rundirs.private_run_root())
         inventory = write_inventory(spec, state, key_path, state_dir / "inventory.yaml")
         state["inventory"] = str(inventory)
     except BaseException:
@@ -135,18 +134,6 @@ def up(spec: dict, state_dir: Path = DEFAULT_STATE_DIR) -> dict:
     nodestate.write_json(state_dir / "state.json", state)
     state["seconds"] = round(time.monotonic() - t0, 2)
     return state
-
-
-def _runs_dir(state_dir: Path) -> Path:
-    """Where deployments on this simulated cluster keep their run dirs: owned by the login user, private to it."""
-    import pwd
-
-    runs = state_dir / "runs"
-    runs.mkdir(exist_ok=True)
-    pw = pwd.getpwnam(LOGIN_USER)
-    os.chown(runs, pw.pw_uid, pw.pw_gid)
-    runs.chmod(0o700)
-    return runs
 
 
 def _record_starts(state: dict) -> None:
