@@ -13,8 +13,6 @@ from urllib.parse import urlsplit
 
 from apps.jobs.ssh import private_dirs_command, process_state_command
 
-from .topology.profiles.vllm_ascend import ADMIN_HOST as PROXY_ADMIN_HOST
-
 q = shlex.quote
 
 _HTTP_PY = ("import sys,urllib.request\n"
@@ -115,13 +113,14 @@ def listening_ports(ss_output: str, address: str) -> set[int]:
     return ports
 
 
-def proxy_admin_command(*, admin_port: int, header_file: PurePosixPath | str, role: str, backend: str,
+def proxy_admin_command(*, admin_host: str, admin_port: int, header_file: PurePosixPath | str, role: str, backend: str,
                         action: str) -> str:
     """POST /admin/instances/<role>/<host:port>/<drain|undrain>, run on the proxy node: the admin API listens only
-    on that node's loopback (topology/profiles/vllm_ascend.py); the token is read from a file on the node."""
+    on an address of that node (its loopback on a real cluster: topology/profiles/); the token is read from a file
+    on the node."""
     if action not in ("drain", "undrain") or role not in ("prefill", "decode"):
         raise ValueError("bad proxy admin action")
-    url = f"http://{PROXY_ADMIN_HOST}:{int(admin_port)}/admin/instances/{role}/{backend}/{action}"
+    url = f"http://{admin_host}:{int(admin_port)}/admin/instances/{role}/{backend}/{action}"
     return f"curl -sS -m 10 -X POST -H @{q(str(header_file))} -w '\\nHTTP %{{http_code}}' {q(url)}"
 
 

@@ -158,13 +158,14 @@ def test_every_listener_binds_its_nodes_address_never_the_wildcard(fixed_spec, n
     assert by_key["store-1"].launch.argv[1:3] == ("-l", "127.0.10.3")
 
 
-@pytest.mark.parametrize("profile", ["vllm-ascend", "sim"])
-def test_the_proxy_admin_api_has_its_own_loopback_listener(fixed_data, nodes, profile):
+@pytest.mark.parametrize("profile, admin_host", [("vllm-ascend", "127.0.0.1"), ("sim", "127.0.10.5")])
+def test_the_proxy_admin_api_has_its_own_listener_on_the_proxy_node(fixed_data, nodes, profile, admin_host):
+    # On the sim, every node shares this machine's 127.0.0.1: the node's own loopback address stands in for it.
     fixed_data["launch_profile"] = profile
     fixed_data["proxy"]["admin_port"] = 2100
     proxy = build_plan(spec_from_dict(fixed_data), nodes).stages[-1].processes[0]
     argv = proxy.launch.argv
-    assert argv[argv.index("--admin-host") + 1] == "127.0.0.1"
+    assert argv[argv.index("--admin-host") + 1] == admin_host
     assert argv[argv.index("--admin-port") + 1] == "2100"
     assert proxy.ports == (1999, 2100)
 

@@ -30,7 +30,9 @@ def rolling_restart(ctx: JobContext) -> None:
 
 
 def _proxy_admin(run: DeploymentRun, proxy: PlannedProcess, p: PlannedProcess, action: str) -> None:
-    command = remote.proxy_admin_command(admin_port=run.spec.proxy.admin_port,
+    argv = proxy.launch.argv  # the admin listener the running proxy was started with
+    command = remote.proxy_admin_command(admin_host=argv[argv.index("--admin-host") + 1],
+                                         admin_port=run.spec.proxy.admin_port,
                                          header_file=admin_header_path(run.spec), role=p.role,
                                          backend=f"{p.address}:{p.ports[0]}", action=action)
     result = run.fleet.run(proxy.node, command, timeout=20)

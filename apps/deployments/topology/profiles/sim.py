@@ -17,6 +17,11 @@ class SimProfile(VllmAscendProfile):
     proxy_command = ("pdproxy",)
     allowed_env = SIM_ENV
 
+    def admin_host(self, node: NodeFacts) -> str:
+        # Every sim node shares this machine's 127.0.0.1; the node's own loopback address keeps two simulated
+        # proxies' admin listeners apart, as two machines' loopbacks would be.
+        return node.address
+
     def store_env(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> dict[str, str]:
         # simcluster.engine backs KV up to these memcached servers (simcluster/engine/config.py).
         if not spec.store:

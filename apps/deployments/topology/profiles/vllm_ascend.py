@@ -72,6 +72,9 @@ class VllmAscendProfile:
     def bind_host(self, node: NodeFacts) -> str:
         return node.address
 
+    def admin_host(self, node: NodeFacts) -> str:
+        return ADMIN_HOST
+
     def mooncake_bind_flags(self, node: NodeFacts) -> list[str]:
         # The embedded metadata server still listens on 0.0.0.0 whatever these say (stack-notes §1).
         return ["--rpc_address", node.address, "--metrics_host", node.address]
@@ -199,7 +202,7 @@ class VllmAscendProfile:
                 "--prefill", *backends("prefill"), "--decode", *backends("decode"), "--policy", proxy.policy]
         if proxy.hash_key:
             argv += ["--hash-key", proxy.hash_key]
-        argv += ["--admin-host", ADMIN_HOST, "--admin-port", str(proxy.admin_port)]
+        argv += ["--admin-host", self.admin_host(node), "--admin-port", str(proxy.admin_port)]
         return PlannedProcess(
             key="proxy", role="proxy", instance=None, node=node.name, address=node.address, dp_rank=None,
             launch=self._launch(spec, "proxy", argv), health_url=f"http://{node.address}:{proxy.port}/healthcheck",
