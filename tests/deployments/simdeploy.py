@@ -100,3 +100,15 @@ def processes_mentioning(run_dir: str) -> list[int]:
         if (run_dir.encode() in cmd or cwd == run_dir) and pid_alive(int(proc.name)):
             found.append(int(proc.name))
     return found
+
+
+def remove_run_dir(path: str) -> None:
+    """Teardown of a test's run dir: kill what still runs there (so the next test starts clean), remove it, and
+    fail the test that left anything running."""
+    import signal
+
+    leftovers = processes_mentioning(path)
+    for pid in leftovers:
+        os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(path, ignore_errors=True)
+    assert not leftovers, f"processes left running in {path}: {leftovers}"

@@ -19,6 +19,7 @@ from simdeploy import (
     pid_alive,
     pids_in,
     processes_mentioning,
+    remove_run_dir,
     start_cluster,
     stop_cluster,
     topology_yaml,
@@ -63,15 +64,9 @@ def operator(make_user):
 
 @pytest.fixture
 def run_dir():
-    import shutil
-
     path = new_run_dir()
     yield path
-    leftovers = processes_mentioning(path)
-    for pid in leftovers:  # a failing test must not leave processes behind for the next one
-        os.kill(pid, signal.SIGKILL)
-    shutil.rmtree(path, ignore_errors=True)
-    assert not leftovers, f"processes left running in {path}: {leftovers}"
+    remove_run_dir(path)
 
 
 def make_deployment(cluster, user, run_dir, edit=None):
@@ -289,15 +284,9 @@ def test_a_killed_worker_is_swept_and_stop_finds_what_it_left(inventory, operato
 @pytest.fixture
 def exposed_run_dir():
     """A run dir below /tmp, where every local user may create files: what the start must refuse."""
-    import shutil
-
     path = f"/tmp/pdcp-deploy-exposed-{os.getpid()}-{time.monotonic_ns() % 10**9}"
     yield path
-    leftovers = processes_mentioning(path)
-    for pid in leftovers:
-        os.kill(pid, signal.SIGKILL)
-    shutil.rmtree(path, ignore_errors=True)
-    assert not leftovers, f"processes left running in {path}: {leftovers}"
+    remove_run_dir(path)
 
 
 def as_login_user(*paths: str) -> None:

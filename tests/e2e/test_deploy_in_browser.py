@@ -2,10 +2,7 @@
 on the simulated cluster; a completion goes through the deployed proxy; nothing is left running."""
 
 import json
-import os
 import re
-import shutil
-import signal
 import urllib.request
 from pathlib import Path
 
@@ -14,6 +11,7 @@ import pytest
 from tests.deployments.simdeploy import (
     new_run_dir,
     processes_mentioning,
+    remove_run_dir,
     start_cluster,
     stop_cluster,
     topology_yaml,
@@ -35,11 +33,7 @@ def sim():
 def run_dir():
     path = new_run_dir()
     yield path
-    leftovers = processes_mentioning(path)
-    for pid in leftovers:
-        os.kill(pid, signal.SIGKILL)
-    shutil.rmtree(path, ignore_errors=True)
-    assert not leftovers, f"processes left running in {path}: {leftovers}"
+    remove_run_dir(path)
 
 
 @pytest.fixture
