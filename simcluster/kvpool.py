@@ -1,6 +1,6 @@
 """Mooncake KV pool on loopback: a store-client agent inside a private network namespace.
 
-Why an agent: Mooncake store clients always listen on wildcard ports (stack-notes §1), which this
+Why an agent: Mooncake store clients always listen on wildcard ports (docs/mooncake-on-cpu.md), which this
 project may not open in the main namespace. So `simcluster up` starts ONE agent under `unshare -n`
 holding a real `MooncakeDistributedStore` (protocol tcp, P2PHANDSHAKE metadata) and engines talk to
 it over a Unix socket, which crosses network namespaces. The agent reaches the real `mooncake_master`
@@ -113,7 +113,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--master", default="127.0.0.1:50051", help="master address inside this namespace")
     parser.add_argument("--segment-mb", type=int, default=256)
     args = parser.parse_args(argv)
-    # Advertise loopback and skip the RDMA probe (stack-notes §1): without them setup() returns -600.
+    # Advertise loopback and skip the RDMA probe (docs/mooncake-on-cpu.md): without them setup() returns -600.
     os.environ.setdefault("MC_TCP_BIND_ADDRESS", "127.0.0.1")
     os.environ.setdefault("MC_FORCE_TCP", "1")
     from mooncake.store import MooncakeDistributedStore

@@ -1,6 +1,6 @@
 """Cluster spec: which nodes exist, their addresses and hardware, and where the shared services run.
 
-The default is the reference cluster of design.md. A spec file (YAML) has the same shape:
+The default is the reference cluster of docs/reference-cluster.md. A spec file (YAML) has the same shape:
   name, nodes: [{name, address, ssh_port, hardware: A3|910B|"", role, labels}],
   services: {host, mooncake_rpc_port, mooncake_metrics_port, memcached_ports: [...]}
 """

@@ -21,7 +21,7 @@ the first; the login shell is /bin/sh, which reads no profile for `ssh host cmd`
 `SIMCLUSTER_NODE_DIR=<state_dir>`, plus `env`. The state dir is owned by the login user so
 processes started over SSH can write their pid files and registrations there.
 
-Traps handled here (stack-notes §2): /run/sshd must exist; `useradd` locks the account, and
+Traps handled here (docs/ssh-execution.md): /run/sshd must exist; `useradd` locks the account, and
 with `UsePAM no` a locked account fails even key auth, so the password field is set to `*`;
 authorized_keys lives outside the user's home, hence `StrictModes no` and mode 644, and sshd
 reads it as the login user, so every parent of state_dir must be searchable by others (pytest's

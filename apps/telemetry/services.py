@@ -2,7 +2,7 @@
 into live state, keep it (and a short history) in Redis through Django's cache, and push it to the page.
 
 Redis, not the database: the state is rewritten every few seconds and only its last minutes matter; any web
-process or worker reads the same keys (design.md "Scaling out").
+process or worker reads the same keys (docs/reference-cluster.md, "Scaling out").
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ EXAMPLES = REPO / "examples"
 
 
 def reference_inventory() -> dict[str, NodeFacts]:
-    """design.md's cluster as the sim lays it out: four 16-die A3 nodes, the proxy host and the bench host."""
+    """The reference cluster (docs/reference-cluster.md) as the sim lays it out: four 16-die A3 nodes, the proxy host and the bench host."""
     nodes = {f"node{i}": NodeFacts(f"node{i}", f"127.0.10.{i + 1}", frozenset(range(16)), 16, "eth0", True)
              for i in range(4)}
     nodes["proxy"] = NodeFacts("proxy", "127.0.10.5", frozenset(), 0, "eth0", True)

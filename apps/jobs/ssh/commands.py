@@ -1,6 +1,6 @@
 """Shell command lines for detached processes, built from typed values (every word via shlex.quote).
 
-Traps these avoid (reference/stack-notes.md §2):
+Traps these avoid (measured: docs/ssh-execution.md):
 - `a && setsid ... &` backgrounds the whole `&&` chain, which keeps the channel's stdout open (the
   command never returns) and makes `$!` the subshell: the backgrounded command follows a `;`.
 - The PID file is written by the child itself (`echo $$` then `exec`), so it names the real

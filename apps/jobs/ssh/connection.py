@@ -1,6 +1,6 @@
 """One persistent, host-key-pinned paramiko connection per node; one raw channel per command.
 
-Why it looks like this (reference/stack-notes.md §2):
+Why it looks like this (measured: docs/ssh-execution.md):
 - raw `transport.open_session()` channels: `SSHClient.exec_command` from several threads makes OpenSSH
   drop the whole connection (a late EOF from exec_command's stdin file);
 - TCP_NODELAY: without it every command stalls ~40 ms on Nagle/delayed ACK;

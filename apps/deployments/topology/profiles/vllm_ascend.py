@@ -1,10 +1,10 @@
-"""`vllm-ascend` profile: the real cluster's processes, shaped after launch-reference §1 (P/D), §3.3 (pool), our
+"""`vllm-ascend` profile: the real cluster's processes, shaped after docs/launch-reference.md §1 (P/D), §3.3 (pool), our
 pdproxy (contracts §4) and memcached as the store. The sim profile subclasses it and changes only executables and
 the store's env, so a dry run on the simulated cluster exercises the same command shapes.
 
 Every listener binds the node's own inventory address, never every interface: the engines, the proxy (pdproxy
 refuses a wildcard --host), memcached and mooncake_master (whose rpc and metrics default to 0.0.0.0,
-launch-reference §3.3). The proxy's admin API gets its own listener on the proxy node's 127.0.0.1, so only a
+docs/launch-reference.md §3.3). The proxy's admin API gets its own listener on the proxy node's 127.0.0.1, so only a
 command run on that node (remote.proxy_admin_command) reaches it.
 """
 
@@ -76,7 +76,7 @@ class VllmAscendProfile:
         return ADMIN_HOST
 
     def mooncake_bind_flags(self, node: NodeFacts) -> list[str]:
-        # The embedded metadata server still listens on 0.0.0.0 whatever these say (stack-notes §1).
+        # The embedded metadata server still listens on 0.0.0.0 whatever these say (docs/mooncake-on-cpu.md).
         return ["--rpc_address", node.address, "--metrics_host", node.address]
 
     def store_env(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> dict[str, str]:
@@ -127,7 +127,7 @@ class VllmAscendProfile:
             "ASCEND_RT_VISIBLE_DEVICES": ",".join(map(str, devices)),
         })
         if spec.kv_pool:
-            # Mooncake's documented override of master_server_address (launch-reference §3.2).
+            # Mooncake's documented override of master_server_address (docs/launch-reference.md §3.2).
             env["MOONCAKE_MASTER"] = f"{nodes[spec.kv_pool.node].address}:{spec.kv_pool.rpc_port}"
         env.update(self.store_env(spec, nodes))
         env.update(inst.env)
