@@ -160,10 +160,9 @@ def publish(root: Path | None = None) -> NodeRuntime:
     """Publish (or reuse) the node runtime below root; returns how a node's shim must start python."""
     root = Path(root or RUNTIME_ROOT)
     _make_public_dir(root)
-    for parent in root.parents:
-        if not parent.stat().st_mode & stat.S_IXOTH:
-            raise RuntimeUnavailable(f"{parent} is not searchable by other users: set SIMCLUSTER_RUNTIME_ROOT to a "
-                                f"directory below world-searchable ones (default {RUNTIME_ROOT})")
+    if not others_can_reach(root, execute=True):
+        raise RuntimeUnavailable(f"{root} is below a directory other users cannot search: set SIMCLUSTER_RUNTIME_ROOT "
+                                 f"to a directory below world-searchable ones (default {RUNTIME_ROOT})")
     site = _site_packages()
     site_dir = _publish(root / f"site-{_site_key(site)}", lambda d: _link_tree(site, d))
     src_dir = _publish(root / f"src-{_src_key()}", _build_src)

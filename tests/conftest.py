@@ -98,3 +98,16 @@ def node(cluster, credential):
                                npu_count=16)
 
 
+
+
+@pytest.fixture
+def own_cache_prefix(settings, request):
+    """Redis keys (live state, locks, lockout counters) under a prefix of this test's own: no other test or
+    parallel run reads or holds ours. pytest-django restores the setting afterwards."""
+    import copy
+    import uuid
+
+    caches = copy.deepcopy(settings.CACHES)
+    # Below this run's namespace, so drop_this_runs_redis_keys clears them too.
+    caches["default"]["KEY_PREFIX"] = f"{settings.PDCP_NAMESPACE}:{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
+    settings.CACHES = caches

@@ -201,17 +201,6 @@ def test_query_count_is_constant_for_a_small_and_a_large_deployment(ref_cluster,
 
 # --- live state (apps.telemetry's last scrape round, from Redis) ---------------------------------------------------
 
-@pytest.fixture
-def own_cache_prefix(settings):
-    import copy
-    import os
-    import uuid
-
-    caches = copy.deepcopy(settings.CACHES)
-    caches["default"]["KEY_PREFIX"] = f"pdcp-test-topology-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    settings.CACHES = caches
-
-
 ENGINE_TEXT = """# TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{{engine="0",model_name="m"}} {running}
 vllm:num_requests_waiting{{engine="0",model_name="m"}} 2

@@ -17,15 +17,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def own_cache_prefix(settings):
+def _own_cache(own_cache_prefix):
     """The round's lock lives in Redis: a parallel run of this suite must not hold ours."""
-    import copy
-    import os
-    import uuid
-
-    caches = copy.deepcopy(settings.CACHES)
-    caches["default"]["KEY_PREFIX"] = f"pdcp-test-npu-poll-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    settings.CACHES = caches
 
 
 @pytest.fixture

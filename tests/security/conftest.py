@@ -1,19 +1,13 @@
 """Fixtures for the security tests: this test's own Redis key prefix, and switching PDCP_SECRETS_KEY mid-test."""
 
-import copy
-import os
-import uuid
 
 import pytest
 from cryptography.fernet import Fernet
 
 
 @pytest.fixture(autouse=True)
-def own_cache_prefix(settings):
+def _own_cache(own_cache_prefix):
     """Lockout counters and poll locks live in Redis: another test or run must not see ours."""
-    caches = copy.deepcopy(settings.CACHES)
-    caches["default"]["KEY_PREFIX"] = f"pdcp-test-security-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    settings.CACHES = caches
 
 
 @pytest.fixture

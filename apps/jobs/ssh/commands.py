@@ -7,7 +7,7 @@ Traps these avoid (measured: docs/ssh-execution.md):
   process, and a child that cannot write it exits instead of running untracked.
 - `kill -0` succeeds on zombies: liveness is read from `ps -o stat=`.
 
-Other local users (issue 8): everything is created under `umask 077`; a run dir is refused unless every
+Other local users: everything is created under `umask 077`; a run dir is refused unless every
 directory from / down to it is a real directory (no symbolic link) owned by root or the login user and not
 writable by group or others, and the run dir, its logs and pids dirs are the login user's; log and pid files
 that are symbolic links are refused. The start puts PDCP_PROCESS=<process_marker(pid file)> in the process's
