@@ -7,6 +7,7 @@ COPY apps ./apps
 COPY pdproxy ./pdproxy
 COPY simcluster ./simcluster
 COPY plainyaml ./plainyaml
+COPY sshexec ./sshexec
 RUN pip install --no-cache-dir .
 # .dockerignore keeps the developer's data/ (database, secrets.key), .git and .venv out of the image.
 COPY . .

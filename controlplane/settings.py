@@ -7,7 +7,7 @@ import dj_database_url
 from apps.inventory.secret_keys import parse_fernet_keys
 
 from .env import data_dir, env_bool, env_int, env_list, env_str, production
-from .namespace import namespace, queue_name, queue_names
+from .namespace import QUEUE_KINDS, namespace, queue_name, queue_names
 from .tls import proxy_ssl_header
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -117,19 +117,22 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{PDCP_NAMESPACE}:"}  # kombu's own Redis keys too
-CELERY_TASK_DEFAULT_QUEUE = queue_name(PDCP_NAMESPACE, "ssh")
+# Queue name per kind of work; jobs pick theirs by job kind (apps/jobs/queues.py), periodic tasks by module.
+PDCP_QUEUES = {kind: queue_name(PDCP_NAMESPACE, kind) for kind in QUEUE_KINDS}
+CELERY_TASK_DEFAULT_QUEUE = PDCP_QUEUES["ssh"]
 # A worker started without -Q consumes all of these; `manage.py celery_queues KIND` names one for -Q.
 CELERY_TASK_QUEUES = {name: {"exchange": name, "routing_key": name} for name in queue_names(PDCP_NAMESPACE)}
 CELERY_TASK_ROUTES = {
-    "apps.jobs.tasks.*": {"queue": queue_name(PDCP_NAMESPACE, "ssh")},
-    "apps.telemetry.tasks.*": {"queue": queue_name(PDCP_NAMESPACE, "telemetry")},
-    "apps.evals.tasks.*": {"queue": queue_name(PDCP_NAMESPACE, "evals")},
+    "apps.jobs.tasks.sweep_orphaned_jobs_task": {"queue": PDCP_QUEUES["ssh"]},
+    "apps.telemetry.tasks.*": {"queue": PDCP_QUEUES["telemetry"]},
+    "apps.inventory.tasks.*": {"queue": PDCP_QUEUES["telemetry"]},
+    "apps.evals.tasks.*": {"queue": PDCP_QUEUES["evals"]},
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-orphaned-jobs": {"task": "apps.jobs.tasks.sweep_orphaned_jobs_task", "schedule": 60.0},
     "scrape-live-state": {"task": "apps.telemetry.tasks.scrape_live_state_task", "schedule": 5.0,
                           "options": {"expires": 5.0}},  # a round older than the period is already stale
-    "poll-npus": {"task": "apps.telemetry.tasks.poll_npus_task", "schedule": 30.0, "options": {"expires": 30.0}},
+    "poll-npus": {"task": "apps.inventory.tasks.poll_npus_task", "schedule": 30.0, "options": {"expires": 30.0}},
 }
 # A running job whose worker has not beaten its heart for this long is marked failed by the sweep.
 JOB_HEARTBEAT_TIMEOUT_SECONDS = int(env_str("JOB_HEARTBEAT_TIMEOUT_SECONDS", "60"))

@@ -1,6 +1,6 @@
 """Private run dirs for deployments onto the simulated cluster: below the login user's home, never below /tmp.
 
-The detached start (apps/jobs/ssh/commands.py) refuses a run dir when any directory on its path is writable by
+The detached start (sshexec/process_commands.py) refuses a run dir when any directory on its path is writable by
 group or others, as /tmp and /var/tmp are, so the tests, the bench and the demo put their run dirs under
 `<home of simnode>/pdcp-runs` (mode 0700, owned by simnode). All simulated nodes share this machine's disk, so one
 directory serves every node. Needs root (it creates the user and chowns).

@@ -31,7 +31,7 @@ print(json.dumps({
     "broker_keyprefix": app.conf.broker_transport_options.get("global_keyprefix"),
     "routes": {name: route(name) for name in ("apps.jobs.tasks.run_job_task", "apps.jobs.tasks.sweep_orphaned_jobs_task",
                                               "apps.telemetry.tasks.scrape_live_state_task",
-                                              "apps.telemetry.tasks.poll_npus_task", "apps.evals.tasks.anything")},
+                                              "apps.inventory.tasks.poll_npus_task", "apps.evals.tasks.anything")},
     "beat": {name: route(entry["task"]) for name, entry in settings.CELERY_BEAT_SCHEDULE.items()},
 }))
 """
@@ -86,7 +86,7 @@ def test_the_default_namespace_differs_per_database_and_every_redis_use_follows_
         assert s["routes"] == {"apps.jobs.tasks.run_job_task": f"{ns}.ssh",
                                "apps.jobs.tasks.sweep_orphaned_jobs_task": f"{ns}.ssh",
                                "apps.telemetry.tasks.scrape_live_state_task": f"{ns}.telemetry",
-                               "apps.telemetry.tasks.poll_npus_task": f"{ns}.telemetry",
+                               "apps.inventory.tasks.poll_npus_task": f"{ns}.telemetry",
                                "apps.evals.tasks.anything": f"{ns}.evals"}
         assert set(s["beat"].values()) <= {f"{ns}.ssh", f"{ns}.telemetry"}
 
@@ -189,3 +189,21 @@ def test_no_code_reaches_redis_around_the_namespace():
             if re.search(pattern, text, re.M):
                 offenders.append(f"{rel}: {pattern}")
     assert offenders == []
+
+
+@pytest.mark.django_db
+def test_a_job_is_queued_on_the_queue_of_its_kind(settings, monkeypatch, django_capture_on_commit_callbacks,
+                                                   django_user_model):
+    from apps.jobs import tasks
+    from apps.jobs.choices import JobKind
+    from apps.jobs.services import job_create
+
+    sent = []
+    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda args, queue: sent.append((args[0], queue)))
+    user = django_user_model.objects.create_user("queue-probe")
+    with django_capture_on_commit_callbacks(execute=True):
+        evaluate = job_create(kind=JobKind.EVALUATE, target=user, user=user)
+        deploy = job_create(kind=JobKind.DEPLOY, target=user, user=user)
+        discover = job_create(kind=JobKind.DISCOVER, target=user, user=user)
+    ns = settings.PDCP_NAMESPACE
+    assert sent == [(evaluate.pk, f"{ns}.evals"), (deploy.pk, f"{ns}.ssh"), (discover.pk, f"{ns}.ssh")]

@@ -1,7 +1,7 @@
 """Reading a process's log over SSH for the UI and the API (a read: viewers may do it)."""
 
 from apps.inventory.ssh_targets import NodeNotReady, ssh_target_for
-from apps.jobs.ssh import SshConnection, SshError, tail_command
+from sshexec import SshConnection, SshError, tail_command
 
 from .models import Process
 

@@ -10,9 +10,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 import plainyaml
+from apps.accounts.access import operator_required, viewer_required
 from apps.inventory.models import Cluster
 from apps.jobs.models import Job
-from apps.ui.access import operator_required, viewer_required
 
 from .facts import cluster_facts
 from .logs import LogUnavailable, process_log_tail

@@ -1,26 +1,18 @@
 """The discover job: SSH to a node, read `npu-smi`, and store its NPU dies; on any failure keep what was stored."""
 
-from django.utils import timezone
-
 from apps.jobs.choices import JobKind, NodeStepState
 from apps.jobs.context import JobContext, JobFailed
 from apps.jobs.registry import job_handler
-from apps.jobs.ssh import SshAuthFailed, SshConnection, SshError, SshHostKeyMismatch, SshUnreachable
+from sshexec import SshConnection, SshError
 
 from .choices import Reachability
 from .models import Node
 from .npu_rows import npu_rows_store
-from .npu_smi import NpuSmiParseError, npu_smi_parse_health, npu_smi_parse_info
+from .npu_smi import NpuSmiParseError, npu_smi_missing, npu_smi_parse_health, npu_smi_parse_info
+from .reachability import mark_ssh_failure, node_mark
 from .ssh_targets import NodeNotReady, ssh_target_for
 
 COMMAND_TIMEOUT = 30
-
-
-def node_mark(node: Node, state: Reachability, detail: str = "") -> None:
-    fields = {"reachability": state, "reachability_detail": detail[:2000]}
-    if state == Reachability.REACHABLE:
-        fields["last_seen"] = timezone.now()
-    Node.objects.filter(pk=node.pk).update(**fields)  # state, not a change an operator made: not audited
 
 
 @job_handler(JobKind.DISCOVER)
@@ -58,23 +50,11 @@ def _run(ctx: JobContext, conn: SshConnection, node: Node, command: str, display
     ctx.step(f"$ {display or command}", node=node.name)
     try:
         result = conn.run(command, timeout=COMMAND_TIMEOUT)
-    except SshHostKeyMismatch as exc:
-        node_mark(node, Reachability.HOST_KEY_MISMATCH, str(exc))
-        _fail(ctx, node, f"{exc}. If the node was reinstalled, fetch and pin its new key; otherwise treat this "
-                         "as a possible man-in-the-middle")
-    except SshAuthFailed as exc:
-        node_mark(node, Reachability.AUTH_FAILED, str(exc))
-        _fail(ctx, node, str(exc))
-    except SshUnreachable as exc:
-        node_mark(node, Reachability.UNREACHABLE, str(exc))
-        _fail(ctx, node, str(exc))
     except SshError as exc:
-        node_mark(node, Reachability.UNREACHABLE, str(exc))
-        _fail(ctx, node, f"SSH to {node.name} failed: {exc}")
+        _fail(ctx, node, mark_ssh_failure(node, exc))
     node_mark(node, Reachability.REACHABLE)
-    if result.exit_status == 127 or "npu-smi: not found" in result.stderr or "command not found" in result.stderr:
-        _fail(ctx, node, f"`npu-smi` is not installed or not on PATH on {node.name} "
-                         "(install the Ascend driver, or add its bin directory to the login PATH)")
+    if result.command_missing:
+        _fail(ctx, node, npu_smi_missing(node.name))
     if result.exit_status != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
         _fail(ctx, node, f"`{display or command}` exited {result.exit_status} on {node.name}: {' | '.join(tail)}")

@@ -13,20 +13,14 @@ import logging
 from dataclasses import dataclass, field
 
 from django.core.cache import cache
-from django.utils import timezone
 
-from apps.jobs.ssh import (
-    SshAuthFailed,
-    SshError,
-    SshHostKeyMismatch,
-    TargetResult,
-    run_on_many,
-)
+from sshexec import SshError, TargetResult, run_on_many
 
 from .choices import Reachability
 from .models import Node
 from .npu_rows import npu_rows_store
-from .npu_smi import NpuSmiParseError, npu_smi_parse_info
+from .npu_smi import NpuSmiParseError, npu_smi_missing, npu_smi_parse_info
+from .reachability import node_mark, reachability_of, ssh_failure_advice
 from .ssh_targets import NodeNotReady, ssh_target_for
 
 logger = logging.getLogger(__name__)
@@ -83,12 +77,13 @@ def _poll(nodes: list[Node], *, max_parallel: int) -> NpuPollRound:
 
 def _store_one(node: Node, result: TargetResult, out: NpuPollRound) -> str:
     if result.error is not None:
-        state = _reachability_of(result.error)
-        _mark(node, state, str(result.error))
-        return str(result.error)
+        state = reachability_of(result.error)
+        if state is not None:
+            _mark(node, state, str(result.error))
+        return ssh_failure_advice(node.name, result.error)
     cmd = result.result
-    if cmd.exit_status == 127 or "not found" in cmd.stderr:
-        problem = f"NPU telemetry: `npu-smi` is not installed or not on PATH on {node.name}"
+    if cmd.command_missing:
+        problem = f"NPU telemetry: {npu_smi_missing(node.name)}"
     elif cmd.exit_status != 0:
         tail = (cmd.stderr or cmd.stdout).strip().splitlines()[-3:]
         problem = f"NPU telemetry: `npu-smi info` exited {cmd.exit_status} on {node.name}: {' | '.join(tail)}"
@@ -106,20 +101,6 @@ def _store_one(node: Node, result: TargetResult, out: NpuPollRound) -> str:
     return problem
 
 
-def _reachability_of(error: SshError) -> Reachability:
-    if isinstance(error, SshHostKeyMismatch):
-        return Reachability.HOST_KEY_MISMATCH
-    if isinstance(error, SshAuthFailed):
-        return Reachability.AUTH_FAILED
-    return Reachability.UNREACHABLE  # SshUnreachable, a timeout, a dropped connection: the same to an operator
-
-
 def _mark(node: Node, state: Reachability, detail: str) -> None:
-    fields = {"reachability": state, "reachability_detail": detail[:2000]}
-    if state == Reachability.REACHABLE:
-        fields["last_seen"] = timezone.now()
-    # Only if the key and state we polled with still hold: a key pinned or a discover finished meanwhile wins.
-    changed = Node.objects.filter(pk=node.pk, host_key=node.host_key, reachability=node.reachability).update(**fields)
-    if changed and state != node.reachability:
+    if node_mark(node, state, detail, unless_changed=True) and state != node.reachability:
         logger.info("node %s: %s -> %s (%s)", node.name, node.reachability, state, detail or "npu telemetry")
-

@@ -29,6 +29,11 @@ __all__ = [
 NPU_HEALTH_VALUES = ("OK", "Warning", "Alarm", "Critical")
 
 
+def npu_smi_missing(node_name: str) -> str:
+    return (f"`npu-smi` is not installed or not on PATH on {node_name} "
+            "(install the Ascend driver, or add its bin directory to the login PATH)")
+
+
 class NpuSmiParseError(ValueError):
     """Output that does not have the layout we know. `line` is 1-based, None when the text is empty."""
 

@@ -73,7 +73,7 @@ def credential_save(credential: SshCredential, *, secret: str | None) -> SshCred
 
 def node_fetch_host_key(node: Node) -> dict:
     """Reads the key the node presents now, for the operator to compare with what they expect. Pins nothing."""
-    from apps.jobs.ssh import fetch_host_key, host_key_fingerprint
+    from sshexec import fetch_host_key, host_key_fingerprint
 
     key = fetch_host_key(node.address, node.ssh_port, timeout=5)
     return {"host_key": key, "fingerprint": host_key_fingerprint(key),
@@ -82,7 +82,7 @@ def node_fetch_host_key(node: Node) -> dict:
 
 def node_pin_host_key(node: Node, *, host_key: str, fingerprint: str) -> Node:
     """Pins a key the operator saw; the fingerprint they confirmed must be the key's own."""
-    from apps.jobs.ssh import host_key_fingerprint
+    from sshexec import host_key_fingerprint
 
     host_key = host_key.strip()
     node.host_key = host_key

@@ -1,6 +1,6 @@
 """Turns inventory rows into the plain values the SSH executor takes (it never sees models)."""
 
-from apps.jobs.ssh import SshTarget
+from sshexec import SshTarget
 
 from .choices import CredentialKind
 from .models import Node

@@ -1,6 +1,6 @@
 """Websocket for one job: events, status and node progress pushed to the group `job-<id>`."""
 
-from controlplane.object_socket import ObjectGroupConsumer
+from apps.realtime.object_socket import ObjectGroupConsumer
 
 from .models import Job
 

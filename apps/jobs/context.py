@@ -66,7 +66,7 @@ class JobContext:
             if step_done:
                 summary.steps_done = min(summary.steps_done + 1, max(summary.steps_total, summary.steps_done + 1))
             summary.save()
-        from controlplane.realtime import emit
+        from apps.realtime.push import emit
 
         emit(f"job-{self.job.pk}", {"type": "node", "node": node, "state": summary.state,
                                     "colour": summary.colour, "percent": summary.percent,

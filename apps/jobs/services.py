@@ -10,10 +10,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.audit.services import audit_job_started
-from controlplane.realtime import emit
+from apps.realtime.push import emit
 
 from .choices import ALLOWED_TRANSITIONS, FINISHED, JobKind, JobStatus
 from .models import Job, JobEvent
+from .queues import job_queue
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ def job_create(*, kind: JobKind, target, user, params: dict | None = None, label
         target_label=label or str(target), params=params or {}, created_by=user,
     )
     audit_job_started(job, user)
-    transaction.on_commit(lambda: run_job_task.delay(job.pk))
+    transaction.on_commit(lambda: run_job_task.apply_async((job.pk,), queue=job_queue(job.kind)))
     return job
 
 

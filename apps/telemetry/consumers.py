@@ -2,7 +2,7 @@
 over HTTP, then this."""
 
 from apps.deployments.models import Deployment
-from controlplane.object_socket import ObjectGroupConsumer
+from apps.realtime.object_socket import ObjectGroupConsumer
 
 
 class DeploymentLiveConsumer(ObjectGroupConsumer):

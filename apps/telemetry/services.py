@@ -18,7 +18,7 @@ from django.core.cache import cache
 from apps.deployments.choices import ProcessState
 from apps.deployments.models import Deployment, Process
 from apps.deployments.topology import SpecError, spec_from_dict
-from controlplane.realtime import emit
+from apps.realtime.push import emit
 
 from .live import TargetInfo, history_point, host_port, live_state
 from .scrape import TargetReading, fetch_text, read_target

@@ -9,10 +9,3 @@ def scrape_live_state_task() -> int:
 
     return len(scrape_running_deployments())
 
-
-@shared_task(ignore_result=True)
-def poll_npus_task() -> int:
-    """`npu-smi info` over SSH on every polled node (apps/inventory/npu_polling.py); returns the rows refreshed."""
-    from apps.inventory.npu_polling import npu_poll_round
-
-    return npu_poll_round().refreshed_rows

@@ -6,6 +6,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from apps.accounts.access import admin_required, operator_required, viewer_required
 from apps.audit.models import AuditEntry
 from apps.inventory.downloads import inventory_download
 from apps.inventory.inventory_file import InventoryFileInvalid
@@ -20,8 +21,6 @@ from apps.inventory.services import (
 )
 from apps.jobs.models import Job
 from apps.jobs.services import JobStateError, job_cancel
-
-from .access import admin_required, operator_required, viewer_required
 
 
 @viewer_required
@@ -73,7 +72,7 @@ def cluster_discover_action(request, pk):
 
 @admin_required
 def node_host_key(request, pk):
-    from apps.jobs.ssh import SshError
+    from sshexec import SshError
 
     node = get_object_or_404(Node.objects.select_related("cluster"), pk=pk)
     if request.method == "POST":

@@ -60,8 +60,8 @@ class QuietContext:
 
 
 def main() -> None:
-    from apps.deployments.executor import Fleet
     from apps.deployments.facts import cluster_nodes
+    from apps.deployments.fleet import Fleet
     from apps.deployments.services import deployment_create, deployment_deploy, deployment_stop
     from apps.inventory.models import Cluster
     from apps.inventory.services import inventory_import
@@ -71,7 +71,7 @@ def main() -> None:
     from simcluster import cluster
     from simcluster.rundirs import new_run_dir
 
-    tasks.run_job_task.delay = lambda *a, **k: None  # the bench runs each job itself, in this process
+    tasks.run_job_task.apply_async = lambda *a, **k: None  # the bench runs each job itself, in this process
     # Our own database name: never clobber a test database someone else's run uses.
     connection.settings_dict.setdefault("TEST", {})["NAME"] = f"test_pdcp_bench_deploy_{os.getpid()}"
     old_name = connection.creation.create_test_db(verbosity=0)

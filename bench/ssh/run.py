@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from apps.jobs.ssh import SshConnection, SshPool, SshTarget  # noqa: E402
 from simcluster.sshnode import generate_client_key, start_ssh_node, stop_ssh_node  # noqa: E402
+from sshexec import SshConnection, SshPool, SshTarget  # noqa: E402
 
 NODES = 8
 COMMANDS = 64

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from apps.deployments.topology import build_plan, detached_start_command, spec_from_dict
-from apps.jobs.ssh import process_marker
+from sshexec import process_marker
 
 MARKER = "zzMARKERzz"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from apps.deployments import remote
+from sshexec import probe_commands as remote
 
 
 def test_admin_command_targets_the_loopback_admin_port():

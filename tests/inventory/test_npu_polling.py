@@ -143,11 +143,11 @@ def test_a_round_still_running_makes_the_next_one_a_no_op(discovered):
 
 
 def test_the_task_is_on_the_beat_every_30_s_on_the_telemetry_queue(discovered):
-    from apps.telemetry.tasks import poll_npus_task
+    from apps.inventory.tasks import poll_npus_task
 
     entry = settings.CELERY_BEAT_SCHEDULE["poll-npus"]
-    assert entry["task"] == "apps.telemetry.tasks.poll_npus_task" and entry["schedule"] == 30.0
-    assert settings.CELERY_TASK_ROUTES["apps.telemetry.tasks.*"]["queue"] == f"{settings.PDCP_NAMESPACE}.telemetry"
+    assert entry["task"] == "apps.inventory.tasks.poll_npus_task" and entry["schedule"] == 30.0
+    assert settings.CELERY_TASK_ROUTES["apps.inventory.tasks.*"]["queue"] == f"{settings.PDCP_NAMESPACE}.telemetry"
     assert poll_npus_task() == 16
 
 

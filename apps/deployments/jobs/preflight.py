@@ -10,8 +10,8 @@ from apps.inventory.npu_smi import NpuSmiParseError, npu_smi_parse_info
 from apps.jobs.choices import JobKind, NodeStepState
 from apps.jobs.context import JobContext, JobFailed
 from apps.jobs.registry import job_handler
+from sshexec import probe_commands as remote
 
-from .. import remote
 from ..choices import ProcessState
 from ..topology import PlannedProcess
 from .run import DeploymentRun

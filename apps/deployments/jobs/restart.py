@@ -8,8 +8,8 @@ from collections import Counter
 from apps.jobs.choices import JobKind
 from apps.jobs.context import JobContext, JobFailed
 from apps.jobs.registry import job_handler
+from sshexec import probe_commands as remote
 
-from .. import remote
 from ..planning import admin_header_path
 from ..topology import PlannedProcess
 from .run import DeploymentRun, guarded, item_of

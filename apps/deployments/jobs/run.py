@@ -15,12 +15,12 @@ from django.utils import timezone
 from apps.inventory.secrets import is_undecryptable
 from apps.jobs.choices import NodeStepState
 from apps.jobs.context import JobCanceled, JobContext, JobFailed
-from apps.jobs.ssh import private_dirs_command, stop_command, tail_command
+from sshexec import private_dirs_command, stop_command, tail_command
+from sshexec import probe_commands as remote
 
-from .. import remote
 from ..choices import ROLE_ORDER, ProcessState
-from ..executor import Fleet, NodeFailure
 from ..facts import cluster_nodes
+from ..fleet import Fleet, NodeFailure
 from ..models import Deployment, Process, Revision, new_admin_token
 from ..planning import (
     admin_header_path,
@@ -196,7 +196,7 @@ class DeploymentRun:
             Deployment.objects.filter(pk=self.deployment.pk).update(proxy_admin_token=token)
             self.ctx.log("the proxy admin token could not be decrypted with the current PDCP_SECRETS_KEY: "
                          "a new one was made for this proxy start", node=node)
-        # run_dir/secrets is checked like a run dir (apps/jobs/ssh/commands.py): no other local user may be able to
+        # run_dir/secrets is checked like a run dir (sshexec/process_commands.py): no other local user may be able to
         # swap the directory or the files for their own.
         token_file, header_file = admin_token_path(self.spec), admin_header_path(self.spec)
         secrets_dir = token_file.parent

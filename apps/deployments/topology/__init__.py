@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from apps.jobs.ssh.commands import LaunchSpec, detached_start_command
+from sshexec import LaunchSpec, detached_start_command
 
 from .inventory_facts import NodeFacts
 from .parse import normal_run_dir, spec_from_dict

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apps.jobs.ssh.commands import LaunchSpec, detached_start_command
+from sshexec import LaunchSpec, detached_start_command
 
 STAGE_ORDER = ("store", "kv_pool", "engines", "proxy")  # dependencies first: D/P need the pool, the proxy needs P/D
 

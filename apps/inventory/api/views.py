@@ -63,7 +63,7 @@ class NodeViewSet(viewsets.ModelViewSet):
     @extend_schema(request=None, responses={200: HostKeySerializer, 502: OpenApiResponse(description="unreachable")})
     @action(detail=True, methods=["post"], url_path="fetch-host-key")
     def fetch_host_key(self, request, pk=None):
-        from apps.jobs.ssh import SshError
+        from sshexec import SshError
 
         try:
             return Response(node_fetch_host_key(self.get_object()))

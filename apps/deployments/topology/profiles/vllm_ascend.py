@@ -5,7 +5,7 @@ the store's env, so a dry run on the simulated cluster exercises the same comman
 Every listener binds the node's own inventory address, never every interface: the engines, the proxy (pdproxy
 refuses a wildcard --host), memcached and mooncake_master (whose rpc and metrics default to 0.0.0.0,
 docs/launch-reference.md §3.3). The proxy's admin API gets its own listener on the proxy node's 127.0.0.1, so only a
-command run on that node (remote.proxy_admin_command) reaches it.
+command run on that node (sshexec.probe_commands.proxy_admin_command) reaches it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 from pathlib import PurePosixPath
 from types import MappingProxyType
 
-from apps.jobs.ssh.commands import LaunchSpec
+from sshexec import LaunchSpec
 
 from .. import ports
 from ..inventory_facts import NodeFacts

@@ -3,17 +3,16 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from controlplane.namespace import QUEUE_KINDS, queue_name
-
 
 class Command(BaseCommand):
     help = "Print the namespaced Celery queue names, comma-separated (e.g. celery worker -Q \"$(... telemetry)\")."
 
     def add_arguments(self, parser):
-        parser.add_argument("kinds", nargs="*", help=f"any of {', '.join(QUEUE_KINDS)} (default: all)")
+        parser.add_argument("kinds", nargs="*", help="any of ssh, telemetry, evals (default: all)")
 
     def handle(self, *args, kinds, **options):
-        unknown = [k for k in kinds if k not in QUEUE_KINDS]
+        known = settings.PDCP_QUEUES
+        unknown = [k for k in kinds if k not in known]
         if unknown:
-            raise CommandError(f"unknown queue kind {', '.join(unknown)}: choose from {', '.join(QUEUE_KINDS)}")
-        self.stdout.write(",".join(queue_name(settings.PDCP_NAMESPACE, k) for k in kinds or QUEUE_KINDS))
+            raise CommandError(f"unknown queue kind {', '.join(unknown)}: choose from {', '.join(known)}")
+        self.stdout.write(",".join(known[k] for k in kinds or known))

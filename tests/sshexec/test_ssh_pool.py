@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from apps.jobs.ssh import SshConnection, SshPool, SshTarget, SshUnreachable, run_on_many
+from sshexec import SshConnection, SshPool, SshTarget, SshUnreachable, run_on_many
 
 
 def test_many_threads_share_one_connection(target):

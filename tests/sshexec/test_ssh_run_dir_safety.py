@@ -1,6 +1,6 @@
 """A run dir other local users can reach is refused, and stop/state act only on a process our start made.
 
-Real sshd nodes (tests/jobs/conftest.py), login user `simnode`; every run dir lives in a fresh 0700 directory below
+Real sshd nodes (tests/sshexec/conftest.py), login user `simnode`; every run dir lives in a fresh 0700 directory below
 simnode's home (simcluster/rundirs.py), except where a test asks for a bad place on purpose.
 """
 
@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from apps.jobs.ssh import (
+from simcluster.rundirs import new_run_dir
+from simcluster.sshnode import pid_alive
+from sshexec import (
     LaunchSpec,
     SshConnection,
     detached_start_command,
@@ -24,8 +26,6 @@ from apps.jobs.ssh import (
     stop_command,
     tail_command,
 )
-from simcluster.rundirs import new_run_dir
-from simcluster.sshnode import pid_alive
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from apps.jobs.ssh import SshTarget
 from simcluster.sshnode import RunningSshNode, generate_client_key, start_ssh_node, stop_ssh_node
+from sshexec import SshTarget
 
 FARM_ADDRESSES = [f"127.0.10.{150 + i}" for i in range(8)]
 RESTART_ADDRESS = "127.0.10.160"  # the node the reconnect test stops and starts again

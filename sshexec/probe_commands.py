@@ -11,7 +11,7 @@ import shlex
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
-from apps.jobs.ssh import private_dirs_command, process_state_command
+from .process_commands import parse_process_state, private_dirs_command, process_state_command
 
 q = shlex.quote
 
@@ -44,7 +44,6 @@ def check_command(pid_file: PurePosixPath | str, health_url: str | None) -> str:
 
 def parse_check(stdout: str) -> tuple[str, int | None, bool | None]:
     """(state, pid, healthy): state running|stopped|zombie|no-pid-file; healthy None when there is no probe."""
-    from apps.jobs.ssh import parse_process_state
 
     lines = [ln for ln in stdout.strip().splitlines() if ln.strip()]
     health_line = next((ln for ln in reversed(lines) if ln.startswith("health ")), "health 1")
@@ -70,7 +69,7 @@ RUN_DIR_OK = "run-dir-ok"
 
 
 def run_dir_check_command(run_dir: str) -> str:
-    """Prints RUN_DIR_OK, or why the start would refuse run_dir (apps/jobs/ssh/commands.py); creates nothing."""
+    """Prints RUN_DIR_OK, or why the start would refuse run_dir (sshexec/process_commands.py); creates nothing."""
     run = PurePosixPath(run_dir)
     check = private_dirs_command([run, run / "logs", run / "pids", run / "secrets"], create=False)
     return f"( {check} ) 2>&1 && echo {RUN_DIR_OK}"

@@ -57,6 +57,11 @@ class CommandResult:
     def ok(self) -> bool:
         return self.exit_status == 0
 
+    @property
+    def command_missing(self) -> bool:
+        """The shell could not find the program (POSIX exit 127; bash and dash word it differently)."""
+        return self.exit_status == 127 or "command not found" in self.stderr or ": not found" in self.stderr
+
 
 class _LineSplitter:
     """Turns arriving byte chunks into whole lines for the callback; keeps the full text too."""

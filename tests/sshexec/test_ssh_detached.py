@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from apps.jobs.ssh import (
+from simcluster.rundirs import new_run_dir
+from simcluster.sshnode import pid_alive
+from sshexec import (
     LaunchSpec,
     SshConnection,
     SshTargetInvalid,
@@ -20,8 +22,6 @@ from apps.jobs.ssh import (
     stop_command,
     tail_command,
 )
-from simcluster.rundirs import new_run_dir
-from simcluster.sshnode import pid_alive
 
 HOSTILE = ["it's", 'say "hi"', "$(touch PWNED)", "`touch PWNED`", "a;b", "x && y", "line1\nline2", "$HOME",
            "*", "--flag", " lead", "back\\slash", "|", "-", "\t", "ünï", "'", '"', "", "%s", "a=b"]

@@ -10,7 +10,8 @@ import time
 import paramiko
 import pytest
 
-from apps.jobs.ssh import (
+from simcluster.sshnode import stop_ssh_node
+from sshexec import (
     SshAuthFailed,
     SshCommandTimeout,
     SshConnection,
@@ -19,7 +20,6 @@ from apps.jobs.ssh import (
     SshUnreachable,
     host_key_fingerprint,
 )
-from simcluster.sshnode import stop_ssh_node
 
 # Addresses from this suite's range (127.0.10.150-.169); the farm uses .150-.157.
 RESTART_ADDRESS = "127.0.10.160"  # the node the reconnect test stops and starts again

@@ -1,16 +1,6 @@
-"""The SSH executor: plain values in (SshTarget, LaunchSpec), typed results and errors out; no Django."""
+"""Remote execution over SSH, without Django: plain values in (SshTarget, LaunchSpec), typed results and errors
+out, one fan-out (SshPool.run_on_many), and every shell line the control plane sends to a node."""
 
-from .commands import (
-    LaunchSpec,
-    ProcessState,
-    detached_start_command,
-    parse_process_state,
-    private_dirs_command,
-    process_marker,
-    process_state_command,
-    stop_command,
-    tail_command,
-)
 from .connection import CommandResult, SshConnection
 from .errors import (
     SshAuthFailed,
@@ -24,6 +14,17 @@ from .errors import (
 )
 from .hostkeys import fetch_host_key, host_key_fingerprint
 from .pool import SshPool, TargetResult, run_on_many
+from .process_commands import (
+    LaunchSpec,
+    ProcessState,
+    detached_start_command,
+    parse_process_state,
+    private_dirs_command,
+    process_marker,
+    process_state_command,
+    stop_command,
+    tail_command,
+)
 from .target import SshTarget
 
 __all__ = [

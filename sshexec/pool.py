@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from .connection import CommandResult, SshConnection
@@ -14,6 +14,7 @@ from .target import SshTarget
 
 __all__ = ["SshPool", "TargetResult", "run_on_many"]
 
+WAIT_TICK_S = 0.02
 # on_output(target_name, stream, line)
 ManyOutputCallback = Callable[[str, str, str], None]
 
@@ -55,11 +56,13 @@ class SshPool:
         return self.connection(target).run(command, timeout=timeout, on_output=on_output)
 
     def run_on_many(self, targets_and_commands: Iterable[tuple[SshTarget, str]], *, max_parallel: int = 8,
-                    timeout: float = 300.0, on_output: ManyOutputCallback | None = None) -> list[TargetResult]:
+                    timeout: float = 300.0, on_output: ManyOutputCallback | None = None,
+                    while_waiting: Callable[[], None] | None = None) -> list[TargetResult]:
         """Run every pair, at most `max_parallel` at once; results come back in the input order.
 
         A failure on one target (unreachable, auth, timeout) becomes that pair's `error` and never
-        stops the others.
+        stops the others. `on_output` runs on the pool's threads; `while_waiting` runs on the caller's thread
+        every few milliseconds until all pairs are done (to hand streamed lines to code that must stay on it).
         """
         pairs = list(targets_and_commands)
         if max_parallel < 1:
@@ -80,7 +83,12 @@ class SshPool:
         if not pairs:
             return []
         with ThreadPoolExecutor(max_workers=min(max_parallel, len(pairs)), thread_name_prefix="ssh") as pool:
-            return list(pool.map(one, pairs))
+            futures = [pool.submit(one, pair) for pair in pairs]
+            pending = set(futures)
+            while pending and while_waiting is not None:
+                pending = wait(pending, timeout=WAIT_TICK_S).not_done
+                while_waiting()
+            return [f.result() for f in futures]
 
     def close(self) -> None:
         with self._lock:

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from apps.jobs.ssh import SshTarget, SshTargetInvalid, SshUnreachable, fetch_host_key, host_key_fingerprint
+from sshexec import SshTarget, SshTargetInvalid, SshUnreachable, fetch_host_key, host_key_fingerprint
 
 
 def test_fetch_host_key_returns_the_servers_key(farm):
