@@ -35,10 +35,13 @@ class JobContext:
 
     # events -------------------------------------------------------------------------------------------
     def log(self, text: str, *, node: str = "", stream: str = "info") -> None:
+        """One write per line (the event row); the job's event_count follows with the heartbeat and at the end."""
         with self._lock:
             self._counter += 1
             job_event_add(self.job, self._counter, text=text, node=node, stream=stream)
-            Job.objects.filter(pk=self.job.pk).update(event_count=self._counter)
+
+    def flush_event_count(self) -> None:
+        Job.objects.filter(pk=self.job.pk).update(event_count=self._counter)
 
     def step(self, text: str, *, node: str = "") -> None:
         self.log(text, node=node, stream="step")
@@ -84,6 +87,6 @@ class JobContext:
 
     def _poll_cancel_and_beat(self) -> None:
         close_old_connections()
-        Job.objects.filter(pk=self.job.pk).update(heartbeat=timezone.now())
+        Job.objects.filter(pk=self.job.pk).update(heartbeat=timezone.now(), event_count=self._counter)
         if Job.objects.filter(pk=self.job.pk, cancel_requested=True).exists():
             self._cancel.set()

@@ -56,6 +56,7 @@ def run_job(job_id: int) -> None:
     finally:
         stop.set()
         beat.join(timeout=5)
+        ctx.flush_event_count()
 
 
 def _last_words(ctx: JobContext, text: str) -> None:

@@ -208,3 +208,18 @@ def test_heartbeat_survives_a_failed_beat(job, handler, monkeypatch):
     handler(work)
     run_job(job.pk)
     assert calls["n"] >= 3  # the beat went on after its first failure
+
+
+def test_a_log_line_costs_one_database_write(job):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.jobs.context import JobContext
+
+    ctx = JobContext(job)
+    with CaptureQueriesContext(connection) as queries:
+        ctx.log("one line", node="node0")
+    assert [q["sql"].split()[0] for q in queries.captured_queries] == ["INSERT"]
+    ctx.flush_event_count()
+    job.refresh_from_db()
+    assert job.event_count == 1
