@@ -10,9 +10,9 @@ from apps.jobs.models import Job
 from apps.jobs.services import job_create
 
 from .models import Deployment, Process, Revision
-from .planning import deployment_plan
+from .revision_checks import RevisionInvalid, checked_spec
+from .revision_plan import deployment_plan
 from .topology import spec_to_dict, spec_to_yaml
-from .validation import RevisionInvalid, checked_spec
 
 DEPLOYMENT_JOB_KINDS = (JobKind.PREFLIGHT, JobKind.DEPLOY, JobKind.STOP, JobKind.RESTART, JobKind.ROLLING_RESTART)
 JOB_PARAM_DEFAULTS = {"max_parallel": 8, "health_timeout": 120, "keep_on_failure": False, "stop_grace": 10}

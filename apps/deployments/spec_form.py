@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .revision_checks import RevisionInvalid, checked_spec, name_problem
 from .services import revision_create
 from .topology.spec import DP_STYLES, DTYPE_BYTES, HASH_KEYS, KV_LAYOUTS, LAUNCH_PROFILES, POLICIES, ROLES
-from .validation import RevisionInvalid, checked_spec, name_problem
 
 INSTANCE_TEXT = ("name", "role", "node", "dp_style")
 INSTANCE_INTS = ("tp", "dp", "api_port", "kv_port", "dp_rpc_port", "max_num_seqs", "max_model_len")

@@ -14,10 +14,11 @@ from apps.accounts.access import operator_required, viewer_required
 from apps.inventory.models import Cluster
 from apps.jobs.models import Job
 
-from .facts import cluster_facts
+from .inventory_lookup import cluster_facts
 from .logs import LogUnavailable, process_log_tail
 from .models import Deployment, Process, Revision
-from .planning import deployment_plan, plan_by_node, revision_diff
+from .revision_checks import RevisionInvalid, name_problem
+from .revision_plan import deployment_plan, plan_by_node, revision_diff
 from .selectors import deployments_with_summary, processes_of, revisions_of
 from .services import (
     BadJobParams,
@@ -34,7 +35,6 @@ from .services import (
 )
 from .spec_form import form_context, spec_form_save, state_from_post, state_from_spec
 from .topology import plan_to_text
-from .validation import RevisionInvalid, name_problem
 
 NEW_TEMPLATE = """# A PD topology: see examples/reference-topology-fixed.yaml for every field.
 launch_profile: sim
@@ -245,7 +245,7 @@ def _job_redirect(request, deployment, starter, extra):
     except (BadJobParams, DeploymentBusy) as exc:
         messages.error(request, str(exc))
     else:
-        return redirect("ui:job", pk=job.pk)
+        return redirect("jobs:detail", pk=job.pk)
     return redirect("deployments:detail", pk=deployment.pk)
 
 
@@ -284,14 +284,3 @@ def process_log(request, pk):
         error = str(exc)
     template = "deployments/_log.html" if request.headers.get("HX-Request") else "deployments/log.html"
     return render(request, template, {"process": process, "text": text, "error": error, "lines": lines})
-
-
-@viewer_required
-def deployment_topology_json(request, pk):
-    """The topology picture's data (static/js/topology.js draws it); problems in the body when it does not plan."""
-    from django.http import JsonResponse
-
-    from .topology_view import topology_snapshot
-
-    deployment = get_object_or_404(Deployment.objects.select_related("cluster"), pk=pk)
-    return JsonResponse(topology_snapshot(deployment), json_dumps_params={"ensure_ascii": False})

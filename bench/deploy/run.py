@@ -60,8 +60,8 @@ class QuietContext:
 
 
 def main() -> None:
-    from apps.deployments.facts import cluster_nodes
     from apps.deployments.fleet import Fleet
+    from apps.deployments.inventory_lookup import cluster_nodes
     from apps.deployments.services import deployment_create, deployment_deploy, deployment_stop
     from apps.inventory.models import Cluster
     from apps.inventory.services import inventory_import

@@ -183,7 +183,7 @@ def test_telemetry_scrapes_a_deployment_whose_admin_token_cannot_be_decrypted(st
 
 @pytest.mark.django_db
 def test_starting_the_proxy_replaces_an_undecryptable_admin_token(stored_under_old_key, use_keys, new_key):
-    from apps.deployments.jobs.run import DeploymentRun
+    from apps.deployments.jobs.deployment_run import DeploymentRun
 
     s = stored_under_old_key
     use_keys(new_key)

@@ -11,8 +11,8 @@ from apps.jobs.context import JobContext
 from apps.jobs.registry import job_handler
 
 from ..choices import ProcessState
-from ..planning import fingerprint
-from .run import DeploymentRun, guarded, item_of, item_of_row
+from ..revision_plan import fingerprint
+from .deployment_run import DeploymentRun, guarded, item_of, item_of_row
 
 
 @job_handler(JobKind.DEPLOY)

@@ -14,7 +14,7 @@ from sshexec import probe_commands as remote
 
 from ..choices import ProcessState
 from ..topology import PlannedProcess
-from .run import DeploymentRun
+from .deployment_run import DeploymentRun
 
 
 @job_handler(JobKind.PREFLIGHT)

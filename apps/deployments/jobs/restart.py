@@ -10,9 +10,9 @@ from apps.jobs.context import JobContext, JobFailed
 from apps.jobs.registry import job_handler
 from sshexec import probe_commands as remote
 
-from ..planning import admin_header_path
+from ..revision_plan import admin_header_path
 from ..topology import PlannedProcess
-from .run import DeploymentRun, guarded, item_of
+from .deployment_run import DeploymentRun, guarded, item_of
 
 
 @job_handler(JobKind.RESTART)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sshexec import LaunchSpec, detached_start_command
 
-from .inventory_facts import NodeFacts
+from .node_facts import NodeFacts
 from .parse import normal_run_dir, spec_from_dict
 from .plan import Plan, PlannedProcess, Stage, plan_to_text
 from .profiles import LaunchProfile, get_profile

@@ -6,7 +6,7 @@ the same assignment.
 
 from __future__ import annotations
 
-from .inventory_facts import NodeFacts
+from .node_facts import NodeFacts
 from .spec import TopologySpec
 
 

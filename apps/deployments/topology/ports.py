@@ -12,7 +12,7 @@ spec field (transfer_ports.per_device), so such a cluster gets a hard error inst
 
 from __future__ import annotations
 
-from .inventory_facts import NodeFacts
+from .node_facts import NodeFacts
 from .spec import InstanceSpec, TopologySpec
 
 ADXL_BASE_ENV = "ASCEND_BASE_PORT"

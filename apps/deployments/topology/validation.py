@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import ports
-from .inventory_facts import NodeFacts
+from .node_facts import NodeFacts
 from .placement import assign_devices
 from .profiles import get_profile
 from .profiles.engine_options import REMOTE_CODE_FLAG

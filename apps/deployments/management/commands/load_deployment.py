@@ -7,8 +7,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 import plainyaml
 from apps.deployments.models import Deployment
+from apps.deployments.revision_checks import RevisionInvalid
 from apps.deployments.services import deployment_create, revision_create
-from apps.deployments.validation import RevisionInvalid
 from apps.inventory.models import Cluster
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from ..inventory_facts import NodeFacts
+from ..node_facts import NodeFacts
 from ..plan import Plan
 from ..spec import TopologySpec
 from .engine_options import FlagRule

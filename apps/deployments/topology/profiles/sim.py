@@ -6,7 +6,7 @@ wildcard would collide across nodes), because the sim nodes put `vllm`, `pdproxy
 
 from __future__ import annotations
 
-from ..inventory_facts import NodeFacts
+from ..node_facts import NodeFacts
 from ..spec import TopologySpec
 from .engine_options import SIM_ENV
 from .vllm_ascend import VllmAscendProfile

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from sshexec import LaunchSpec
 
 from .. import ports
-from ..inventory_facts import NodeFacts
+from ..node_facts import NodeFacts
 from ..placement import assign_devices, process_devices
 from ..plan import Plan, PlannedProcess, Stage
 from ..spec import InstanceSpec, TopologySpec

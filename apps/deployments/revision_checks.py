@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .facts import cluster_facts
+from .inventory_lookup import cluster_facts
 from .topology import (
     Problem,
     SpecError,

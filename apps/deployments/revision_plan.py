@@ -7,7 +7,8 @@ import hashlib
 from dataclasses import replace
 from pathlib import PurePosixPath
 
-from .facts import cluster_facts
+from .inventory_lookup import cluster_facts
+from .revision_checks import RevisionInvalid, validate_spec
 from .topology import (
     Plan,
     PlannedProcess,
@@ -17,7 +18,6 @@ from .topology import (
     get_profile,
     spec_from_dict,
 )
-from .validation import RevisionInvalid, validate_spec
 
 
 def admin_token_path(spec: TopologySpec) -> PurePosixPath:

@@ -19,10 +19,11 @@ from sshexec import private_dirs_command, stop_command, tail_command
 from sshexec import probe_commands as remote
 
 from ..choices import ROLE_ORDER, ProcessState
-from ..facts import cluster_nodes
 from ..fleet import Fleet, NodeFailure
+from ..inventory_lookup import cluster_nodes
 from ..models import Deployment, Process, Revision, new_admin_token
-from ..planning import (
+from ..revision_checks import RevisionInvalid
+from ..revision_plan import (
     admin_header_path,
     admin_token_path,
     fingerprint,
@@ -31,7 +32,6 @@ from ..planning import (
     start_line,
 )
 from ..topology import PlannedProcess
-from ..validation import RevisionInvalid
 
 START_TIMEOUT = 30
 TAIL_LINES = 15
