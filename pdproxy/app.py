@@ -22,10 +22,9 @@ REFUSAL_CAUSES = {400: "bad_request", 413: "too_large", 414: "url_too_long", 431
 class ProxyApp:
     def __init__(self, cfg: Config, initial_state: str = PENDING):
         self.cfg = cfg
-        self.pools = {role: BackendPool(role) for role in ("prefill", "decode")}
+        self.pools = {role: BackendPool(role, eject_after_5xx=cfg.eject_after_5xx) for role in ("prefill", "decode")}
         for role, addrs in (("prefill", cfg.prefill), ("decode", cfg.decode)):
             pool = self.pools[role]
-            pool._eject_after_5xx = cfg.eject_after_5xx
             for a in addrs:
                 pool.add(a, state=initial_state)
         self.balancers = {}
@@ -79,7 +78,7 @@ class ProxyApp:
         if refused is None:
             return True
         scope, wait = refused
-        self.metrics._child(self.metrics.rate_limited, scope).inc()
+        self.metrics.rate_limit_refusal(scope)
         self.metrics.error("rate_limited")
         retry_after = str(max(1, math.ceil(wait))).encode()
         conn.send_error(429, f"rate limit exceeded ({scope}); retry after {retry_after.decode()}s",

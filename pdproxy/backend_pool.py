@@ -46,8 +46,9 @@ class Backend:
                 "last_error": self.last_error,
                 "state_for_seconds": round(time.monotonic() - self.state_since, 3)}
 
-    # connections
-    async def acquire(self, loop, connect_timeout: float) -> tuple[ClientConnection, bool]:
+    # connections (BackendLease / ConnectionLease hold them for one exchange)
+    async def take_connection(self, loop, connect_timeout: float) -> tuple[ClientConnection, bool]:
+        """An idle keep-alive connection (True: reused) or a new one (False)."""
         idle = self.idle
         while idle:
             conn = idle.pop()
@@ -55,7 +56,8 @@ class Backend:
                 return conn, True
         return await open_connection(loop, self.host, self.port, connect_timeout), False
 
-    def release(self, conn: ClientConnection):
+    def return_connection(self, conn: ClientConnection):
+        """Back to the idle pool when its answer was read whole and it may be reused, else closed."""
         if conn.complete and conn.reusable and not conn.closed and not self.removed and len(self.idle) < MAX_IDLE:
             conn.disarm()
             self.idle.append(conn)
@@ -71,8 +73,9 @@ class Backend:
 class BackendPool:
     """All instances of one role. `version` changes whenever membership or availability changes."""
 
-    def __init__(self, role: str, on_change=None):
+    def __init__(self, role: str, on_change=None, eject_after_5xx: int = 3):
         self.role = role
+        self.eject_after_5xx = eject_after_5xx  # consecutive 5xx answers that eject an instance (--eject-after-5xx)
         self.backends: list[Backend] = []
         self.version = 0
         self._available: list[Backend] = []
@@ -139,13 +142,24 @@ class BackendPool:
             b.last_error = f"answered HTTP {status}"
             # never eject the last healthy instance on 5xx alone: in PD a Decode's 5xx is often a dead
             # Prefill's fault, and an empty role turns a partial outage into a full one
-            if b.fail_5xx >= self._eject_after_5xx and b.state == HEALTHY and len(self._available) > 1:
+            if b.fail_5xx >= self.eject_after_5xx and b.state == HEALTHY and len(self._available) > 1:
                 self.set_state(b, EJECTED, f"{b.fail_5xx} consecutive 5xx answers")
-
-    _eject_after_5xx = 3
 
     def report_success(self, b: Backend):
         b.fail_5xx = 0
+
+    # active health
+    def report_probe(self, b: Backend, failure: str | None):
+        """A health check's verdict (None: it passed). Passing brings a pending or ejected instance in;
+        failing ejects a healthy one. A draining instance stays draining, a pending one pending."""
+        if failure is None:
+            if b.state in (PENDING, EJECTED):
+                b.fail_5xx = 0
+                self.set_state(b, HEALTHY, "health check passed")
+            return
+        b.last_error = failure
+        if b.state == HEALTHY:
+            self.set_state(b, EJECTED, failure)
 
     def why_unavailable(self) -> str:
         if not self.backends:

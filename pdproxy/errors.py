@@ -1,4 +1,4 @@
-"""OpenAI-style error bodies, shaped the way vLLM answers them."""
+"""OpenAI-style error bodies, shaped the way vLLM answers them, and Answer: an error the client gets now."""
 
 from __future__ import annotations
 
@@ -12,3 +12,19 @@ def error_body(status: int, message: str, err_type: str) -> bytes:
 def sse_error_event(status: int, message: str, err_type: str) -> bytes:
     """What vLLM itself emits when a stream fails after it started: an error event, then [DONE]."""
     return b"data: " + error_body(status, message, err_type) + b"\n\ndata: [DONE]\n\n"
+
+
+class Answer(Exception):
+    """Answer the client with this error now (nothing has been sent yet). `body`: a backend's own error answer,
+    passed through as it is; otherwise an OpenAI-style body is made of status, message and err_type. `cause`
+    is the pdproxy_errors_total label."""
+
+    def __init__(self, status: int, message: str, err_type: str, cause: str, body: bytes | None = None,
+                 content_type: bytes = b"application/json"):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.err_type = err_type
+        self.cause = cause
+        self.body = body
+        self.content_type = content_type

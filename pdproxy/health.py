@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .backend_pool import DRAINING, EJECTED, HEALTHY, PENDING, Backend, BackendPool
+from .backend_pool import Backend, BackendPool
 from .http_client import BackendError, build_request, open_connection
 
 log = logging.getLogger("pdproxy.health")
@@ -40,18 +40,9 @@ class HealthChecker:
         self._task = None
 
     async def check(self, pool: BackendPool, b: Backend):
-        reason = await probe(b, self.path, self.timeout)
-        if b.removed:
-            return
-        if reason is None:
-            if b.state in (PENDING, EJECTED):
-                b.fail_5xx = 0
-                pool.set_state(b, HEALTHY, "health check passed")
-        else:
-            b.last_error = reason
-            if b.state == HEALTHY:
-                pool.set_state(b, EJECTED, reason)
-            # a draining instance stays draining; a pending one stays pending
+        failure = await probe(b, self.path, self.timeout)
+        if not b.removed:
+            pool.report_probe(b, failure)
 
     async def check_all(self):
         jobs = [self.check(pool, b) for pool in self.pools for b in list(pool.backends)]
@@ -74,4 +65,4 @@ class HealthChecker:
             self._task.cancel()
 
 
-__all__ = ["HealthChecker", "probe", "DRAINING"]
+__all__ = ["HealthChecker", "probe"]

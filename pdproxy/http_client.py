@@ -197,6 +197,13 @@ class ClientConnection(asyncio.Protocol):
             self._done_waiter = fut
         return fut
 
+    def pause_reading(self):
+        """Stop reading the backend's socket (its client cannot take more now)."""
+        self.transport.pause_reading()
+
+    def resume_reading(self):
+        self.transport.resume_reading()
+
     def close(self):
         self.closed = True
         if self.transport is not None:

@@ -157,11 +157,7 @@ class Metrics:
                                     self.edge_prompt_tokens, self.recomputes, self.rate_limited]))
         r.register(_BackendCollector(pools))
 
-    # label children (each family caches its own, keyed by the label values)
-    @staticmethod
-    def _child(metric, *labels):
-        return metric.labels(*labels)
-
+    # the hot path's calls: each adds to a label child the family caches, keyed by the label values
     def request(self, endpoint: str, code: int):
         self.requests.labels(endpoint, str(code)).value += 1
 
@@ -170,6 +166,15 @@ class Metrics:
 
     def backend(self, role: str, addr: str, outcome: str):
         self.backend_requests.labels(role, addr, outcome).value += 1
+
+    def retry(self, role: str):
+        self.retries.labels(role).value += 1
+
+    def rate_limit_refusal(self, scope: str):
+        self.rate_limited.labels(scope).value += 1
+
+    def recompute(self):
+        self.recomputes.inc()
 
     def edge(self, prefill: str, decode: str, prompt_tokens: int):
         self.edge_requests.labels(prefill, decode).value += 1

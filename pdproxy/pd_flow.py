@@ -14,28 +14,15 @@ import os
 import time
 
 from .backend_pool import Backend, BackendPool
-from .errors import error_body, sse_error_event
+from .errors import Answer, error_body, sse_error_event
 from .http_client import BackendError, build_request
 from .jsonfast import dumps, loads
+from .recompute import Recompute
 
 log = logging.getLogger("pdproxy.flow")
 
 PREFILL_KV = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
               "remote_block_ids": None, "remote_host": None, "remote_port": None}
-
-
-class Answer(Exception):
-    """Answer the client with this error now (nothing has been sent yet)."""
-
-    def __init__(self, status: int, message: str, err_type: str, cause: str, body: bytes | None = None,
-                 content_type: bytes = b"application/json"):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.err_type = err_type
-        self.cause = cause
-        self.body = body
-        self.content_type = content_type
 
 
 class NeedPrefill(Exception):
@@ -156,7 +143,7 @@ class Exchange:
         try:
             data = build_request(b"POST", self.path, b.host_header, payload, self.headers(rid))
             for fresh_try in (0, 1):
-                conn, reused = await b.acquire(flow.loop, flow.cfg.connect_timeout)
+                conn, reused = await b.take_connection(flow.loop, flow.cfg.connect_timeout)
                 try:
                     conn.send(data, min(flow.cfg.first_byte_timeout, self.remaining()))
                     await conn.read_head()
@@ -169,7 +156,7 @@ class Exchange:
                 except BaseException:
                     conn.close()
                     raise
-                b.release(conn)
+                b.return_connection(conn)
                 return conn.status, conn.headers, body
             raise AssertionError("unreachable")
         finally:
@@ -188,7 +175,7 @@ class Exchange:
             if b is None:
                 break
             if self.p_attempts:
-                flow.metrics._child(flow.metrics.retries, "prefill").inc()
+                flow.metrics.retry("prefill")
             self.p_attempts += 1
             try:
                 status, _headers, raw = await self.call(b, payload, rid)
@@ -243,7 +230,7 @@ class Exchange:
             if b is None:
                 break
             if self.d_attempts:
-                flow.metrics._child(flow.metrics.retries, "decode").inc()
+                flow.metrics.retry("decode")
             self.d_attempts += 1
             if payload is None:
                 payload = decode_body(self.req.body if body is self.body else None, body, kv,
@@ -255,7 +242,7 @@ class Exchange:
             conn = None
             try:
                 for fresh_try in (0, 1):
-                    conn, reused = await b.acquire(flow.loop, flow.cfg.connect_timeout)
+                    conn, reused = await b.take_connection(flow.loop, flow.cfg.connect_timeout)
                     try:
                         conn.send(data, min(flow.cfg.first_byte_timeout, self.remaining()))
                         await conn.read_head()
@@ -286,7 +273,7 @@ class Exchange:
             if status >= 400:
                 try:
                     raw = await conn.read_body(min(5.0, self.remaining()))
-                    b.release(conn)
+                    b.return_connection(conn)
                 except BackendError:
                     conn.close()
                     raw = b""
@@ -367,7 +354,7 @@ class Exchange:
         try:
             try:
                 raw = await dconn.read_body(self.remaining())
-                d.release(dconn)
+                d.return_connection(dconn)
             except BackendError as exc:
                 dconn.close()
                 flow.pools["decode"].report_failure(d, exc)
@@ -412,7 +399,7 @@ class Exchange:
                     out.clear()
                 else:
                     sp.flush()
-                d.release(dconn)
+                d.return_connection(dconn)
             except BackendError as exc:
                 dconn.close()
                 flow.pools["decode"].report_failure(d, exc)
@@ -481,18 +468,16 @@ class _SsePipe:
         client.send_chunk(out[0] if len(out) == 1 else b"".join(out))
         out.clear()
         if client.write_paused and not self.dconn.closed:
-            self.dconn.transport.pause_reading()
+            self.dconn.pause_reading()
             client.on_resume(self.resume)
 
     def resume(self):
         if not self.dconn.closed:
-            self.dconn.transport.resume_reading()
+            self.dconn.resume_reading()
 
 
 class PDFlow:
     def __init__(self, cfg, pools: dict[str, BackendPool], balancers: dict, metrics):
-        from .recompute import Recompute
-
         self.cfg = cfg
         self.pools = pools
         self.balancers = balancers
@@ -536,11 +521,11 @@ class PDFlow:
             for b in self.pools[role].available():
                 c = None
                 try:
-                    c, _ = await b.acquire(self.loop, self.cfg.connect_timeout)
+                    c, _ = await b.take_connection(self.loop, self.cfg.connect_timeout)
                     c.send(build_request(b"GET", b"/v1/models", b.host_header, b"", []), 10.0)
                     await c.read_head()
                     raw = await c.read_body(10.0)
-                    b.release(c)
+                    b.return_connection(c)
                 except BackendError as exc:
                     if c is not None:
                         c.close()

@@ -7,7 +7,7 @@ import copy
 import json
 import logging
 
-from .errors import sse_error_event
+from .errors import Answer, sse_error_event
 
 log = logging.getLogger("pdproxy.recompute")
 
@@ -98,7 +98,7 @@ class Recompute:
 
     async def stream(self, ex, body: dict, kept: list[bytes], event: dict, depth: int):
         flow = self.flow
-        flow.metrics.recomputes.inc()
+        flow.metrics.recompute()
         text, tokens = "", 0
         for _raw, ev in _events(b"".join(kept)):
             t = _choice_text(ev)
@@ -111,8 +111,6 @@ class Recompute:
             ex.conn.send_chunk(sse_error_event(502, "decode dropped the request (recomputed) and it cannot "
                                                "be continued", "BadGatewayError"))
             return
-        from .pd_flow import Answer
-
         try:
             d, dconn = await ex.open_pd(nb, f"{ex.rid}-c{depth + 1}")
         except Answer as ans:
@@ -130,7 +128,7 @@ class Recompute:
         if not _is_recomputed(answer):
             return raw
         flow = self.flow
-        flow.metrics.recomputes.inc()
+        flow.metrics.recompute()
         text = _choice_text(answer)
         usage = answer.get("usage") or {}
         tokens = usage.get("completion_tokens") or 0
@@ -141,7 +139,7 @@ class Recompute:
             d, dconn = await ex.open_pd(nb, f"{ex.rid}-c{depth + 1}")
             try:
                 more_raw = await dconn.read_body(ex.remaining())
-                d.release(dconn)
+                d.return_connection(dconn)
             except BaseException:
                 dconn.close()
                 raise
