@@ -18,11 +18,11 @@ from apps.jobs.models import Job
 from apps.telemetry.selectors import deployment_live
 
 from .choices import PROCESS_STATE_COLOUR, ROLE_COLOUR, ProcessState
-from .facts import cluster_nodes, node_facts
+from .inventory_lookup import cluster_nodes, node_facts
 from .models import Deployment, Process
-from .planning import deployment_plan
+from .revision_checks import RevisionInvalid, name_problem, spec_errors_as_problems
+from .revision_plan import deployment_plan
 from .topology import Plan, PlannedProcess, SpecError, TopologySpec, get_profile, validate_topology
-from .validation import RevisionInvalid, name_problem, spec_errors_as_problems
 
 ENGINE_ROLES = ("prefill", "decode")
 # Worst first: an instance shows the worst state of its processes.
