@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from functools import partial
 
 from .errors import Answer, sse_error_event
 
@@ -77,6 +78,9 @@ def continuation_body(body: dict, text_so_far: str, tokens_so_far: int) -> dict 
 
 
 class Recompute:
+    """Continues an answer a Decode ended with stop_reason "recomputed", through the exchange's PD legs
+    (Exchange.through_pd), at most --max-recomputes times."""
+
     def __init__(self, flow):
         self.flow = flow
 
@@ -112,13 +116,14 @@ class Recompute:
                                                "be continued", "BadGatewayError"))
             return
         try:
-            d, dconn = await ex.open_pd(nb, f"{ex.rid}-c{depth + 1}")
+            after = await ex.through_pd(nb, f"{ex.rid}-c{depth + 1}", partial(ex.forward_events, nb, depth + 1))
         except Answer as ans:
             flow.metrics.error(ans.cause)
             ex.conn.send_chunk(sse_error_event(ans.status, ans.message or "continuation failed",
                                                ans.err_type or "BadGatewayError"))
             return
-        await ex.pipe(d, dconn, nb, depth + 1)
+        if after is not None:
+            await after()  # recomputed again
 
     async def whole(self, ex, raw: bytes, body: dict | None = None, depth: int = 0) -> bytes:
         try:
@@ -136,16 +141,7 @@ class Recompute:
         if nb is None or depth >= flow.cfg.max_recomputes:
             return raw
         try:
-            d, dconn = await ex.open_pd(nb, f"{ex.rid}-c{depth + 1}")
-            try:
-                more_raw = await dconn.read_body(ex.remaining())
-                d.return_connection(dconn)
-            except BaseException:
-                dconn.close()
-                raise
-            finally:
-                d.inflight -= 1
-                d.inflight_load -= ex.load
+            more_raw = await ex.through_pd(nb, f"{ex.rid}-c{depth + 1}", ex.read_rest)
             more = json.loads(await self.whole(ex, more_raw, nb, depth + 1))
             more["choices"][0]
         except Exception as exc:  # keep what we have rather than lose it

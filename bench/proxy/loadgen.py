@@ -12,7 +12,7 @@ import json
 import time
 
 from pdproxy.http_client import build_request, open_connection
-from pdproxy.pd_flow import prefill_body
+from pdproxy.leg_bodies import prefill_body
 
 
 def _addr(text):

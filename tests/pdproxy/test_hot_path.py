@@ -12,9 +12,9 @@ from pdproxy.backend_pool import BackendPool
 from pdproxy.http_client import BackendError, ClientConnection
 from pdproxy.http_server import ServerConnection
 from pdproxy.jsonfast import dumps, loads
+from pdproxy.leg_bodies import decode_body, prefill_body
 from pdproxy.limits import RequestCaps
 from pdproxy.metrics import LATENCY_BUCKETS, Metrics
-from pdproxy.pd_flow import decode_body, prefill_body
 
 KV = {"do_remote_prefill": True, "do_remote_decode": False, "remote_engine_id": "p", "remote_block_ids": [1, 2],
       "remote_host": "127.0.0.1", "remote_port": 7, "remote_request_id": "r"}
@@ -145,12 +145,10 @@ def test_lazy_timer_fires_at_the_shortest_live_deadline_and_not_after_disarm():
         c = ClientConnection(loop)
         c.connection_made(_Transport())
         c.arm(30.0, "response")           # a long timer exists...
-        c.arm(0.05, "response")           # ...a shorter deadline replaces it
-        fut = loop.create_future()
-        c._head_waiter = fut
+        c.send(b"GET / HTTP/1.1\r\n\r\n", 0.05)  # ...the request's shorter first-byte deadline replaces it
         t0 = loop.time()
         try:
-            await asyncio.wait_for(fut, 2)
+            await asyncio.wait_for(c.read_head(), 2)
         except BackendError as exc:
             assert exc.kind == "timeout" and "0.05" in exc.reason
         else:

@@ -1,0 +1,164 @@
+"""One client request through the PD flow: Prefill leg (max_tokens=1) -> kv_transfer_params -> Decode leg,
+whose answer goes back to the client (streamed as it comes, or whole), continued after a recompute.
+
+Retries (legs.py): a Prefill failure moves to another Prefill; a Decode that cannot be reached moves to another
+Decode with the same kv_transfer_params; a Decode that got the request and failed may have consumed the KV, so
+the next attempt re-runs Prefill too. Nothing is retried once a byte has gone to the client; a broken stream
+ends with an SSE error event. Backend 4xx answers are passed through as they are (status and body).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from functools import partial
+
+from .backend_pool import Backend
+from .errors import Answer
+from .http_client import BackendError
+from .leg_bodies import decode_body, prefill_body
+from .legs import DecodeLeg, NeedPrefill, PrefillLeg
+from .sse_pipe import SsePipe
+
+
+class Exchange:
+    """One client request going through the PD flow."""
+
+    __slots__ = ("flow", "req", "conn", "endpoint", "body", "stream", "rid", "hkey", "session", "load",
+                 "deadline", "prefill_leg", "decode_leg", "ttft_seen", "auth", "path", "fast", "kv_fast")
+
+    def __init__(self, flow, req, conn, endpoint: str, body: dict, fast: bool = False):
+        self.flow = flow
+        self.req = req
+        self.conn = conn
+        self.endpoint = endpoint
+        self.path = endpoint.encode()
+        self.body = body
+        self.fast = fast  # body (and bodies derived from it) may be written by orjson
+        self.kv_fast = False
+        self.stream = bool(body.get("stream"))
+        self.rid = req.headers.get("x-request-id") or os.urandom(16).hex()
+        cfg = flow.cfg
+        self.session = req.headers.get(cfg.sticky_header) if cfg.sticky_header else None
+        self.hkey = flow.hash_key(req, body)
+        self.load = 1.0 + len(req.body) / 4096.0  # least_conn's weight of this request: ~ prompt tokens
+        self.deadline = req.t0 + cfg.total_timeout
+        self.prefill_leg = PrefillLeg(flow.pools["prefill"])
+        self.decode_leg = DecodeLeg(flow.pools["decode"])
+        self.ttft_seen = False
+        auth = req.headers.get("authorization")
+        self.auth = auth.encode("latin-1") if auth else flow.backend_auth
+
+    def remaining(self) -> float:
+        left = self.deadline - time.perf_counter()
+        if left <= 0:
+            raise Answer(504, f"request exceeded the total timeout of {self.flow.cfg.total_timeout:g}s",
+                         "TimeoutError", "timeout")
+        return left
+
+    def first_byte_timeout(self) -> float:
+        return min(self.flow.cfg.first_byte_timeout, self.remaining())
+
+    def headers(self, rid: str) -> list:
+        h = [(b"X-Request-Id", rid.encode())]
+        if self.auth:
+            h.append((b"Authorization", self.auth))
+        return h
+
+    def rid_header(self):
+        return [(b"X-Request-Id", self.rid.encode())]
+
+    def mark_first_byte(self):
+        if not self.ttft_seen:
+            self.ttft_seen = True
+            self.flow.metrics.observe(self.flow.metrics.ttft, self.endpoint, time.perf_counter() - self.req.t0)
+
+    # the legs
+    async def prefill(self, body: dict, rid: str) -> tuple[Backend, dict, int]:
+        leg = self.prefill_leg
+        leg.last = None  # a Prefill run answers with its own last failure; the Decode's outlives re-prefills
+        t0 = time.perf_counter()
+        served = await leg.serve(self, partial(prefill_body, body, self.fast), rid)
+        metrics = self.flow.metrics
+        metrics.observe(metrics.prefill_duration, self.endpoint, time.perf_counter() - t0)
+        return served
+
+    async def through_pd(self, body: dict, rid: str, use):
+        """Prefill then Decode, with retries. use(lease, decode_connection) reads the Decode's answer while
+        that Decode is still leased; its result is returned."""
+        max_retries = self.flow.cfg.max_retries
+        raw = self.req.body if body is self.body else None  # the client's bytes, spliced into the Decode's body
+        attempt = 0
+        while True:
+            leg_rid = rid if attempt == 0 else f"{rid}-r{attempt}"
+            p, kv, tokens = await self.prefill(body, leg_rid)
+            self.decode_leg.kv_from = (p, tokens)
+            payload = partial(decode_body, raw, body, kv, self.fast and self.kv_fast)
+            try:
+                return await self.decode_leg.serve(self, payload, leg_rid, use)
+            except NeedPrefill as exc:
+                attempt += 1
+                if self.decode_leg.attempts > max_retries or self.prefill_leg.attempts > max_retries:
+                    raise self.retries_spent(str(exc)) from None
+
+    def retries_spent(self, last: str) -> Answer:
+        timeout = self.decode_leg.last is not None and self.decode_leg.last[1] == "timeout"
+        return Answer(504 if timeout else 502, f"no decode instance could serve the request; last error: {last}",
+                      "GatewayTimeoutError" if timeout else "BadGatewayError",
+                      "decode_timeout" if timeout else "decode_5xx")
+
+    # the answer
+    async def run(self):
+        """The whole request. What must wait until the Decode is released (sending a whole answer after its
+        recompute continuation, a stream's continuation) comes back from through_pd as `after`."""
+        try:
+            after = await self.through_pd(self.body, self.rid, self.forward)
+        except Answer as ans:
+            self.flow.metrics.error(ans.cause)
+            if ans.body is not None:
+                self.conn.send_response(ans.status, ans.body, ans.content_type, self.rid_header())
+            else:
+                self.conn.send_error(ans.status, ans.message, ans.err_type, self.rid_header())
+            return
+        if after is not None:
+            await after()
+        self.conn.end_stream()  # a stream no continuation ended (a no-op otherwise)
+
+    async def forward(self, lease, dconn):
+        """The first Decode's answer, while it is leased: streamed to the client, or read whole."""
+        ctype = dconn.headers.get("content-type", b"application/json")
+        if self.stream and ctype.startswith(b"text/event-stream"):
+            self.conn.start_stream(200, ctype, self.rid_header())
+            return await self.forward_events(self.body, 0, lease, dconn)
+        raw = await self.read_whole(lease)
+        return None if raw is None else partial(self.send_whole, raw, ctype)
+
+    async def forward_events(self, body: dict, depth: int, lease, dconn):
+        """SSE events to the client; returns the recompute continuation to run once the Decode is released."""
+        recompute = self.flow.recompute
+        sp = SsePipe(self, dconn, recompute if self.flow.cfg.recompute else None)
+        if not await sp.run(lease) or sp.recomputed is None:
+            return None
+        return partial(recompute.stream, self, body, sp.kept, sp.recomputed, depth)
+
+    async def read_whole(self, lease) -> bytes | None:
+        """The Decode's whole answer; None when it broke off (the client has been told)."""
+        try:
+            return await lease.read_whole(self.remaining())
+        except BackendError as exc:
+            d = lease.backend
+            self.flow.pools["decode"].report_failure(d, exc)
+            self.flow.metrics.error("decode_" + exc.kind)
+            self.conn.send_error(504 if exc.kind == "timeout" else 502,
+                                 f"decode {d.addr} failed mid-answer: {exc.reason}", "BadGatewayError",
+                                 self.rid_header())
+            return None
+
+    async def read_rest(self, lease, dconn) -> bytes:
+        return await lease.read_whole(self.remaining())
+
+    async def send_whole(self, raw: bytes, ctype: bytes):
+        if self.flow.cfg.recompute and b"recomputed" in raw:
+            raw = await self.flow.recompute.whole(self, raw)
+        self.mark_first_byte()
+        self.conn.send_response(200, raw, ctype, self.rid_header())

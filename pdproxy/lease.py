@@ -1,0 +1,97 @@
+"""Holding a backend instance for one exchange: its connection and, for a PD leg, its in-flight count.
+
+    async with BackendLease(backend, load) as lease:
+        conn = await lease.send(loop, connect_timeout, request_bytes, first_byte_timeout)
+        body = await lease.read_whole(timeout)      # the connection goes back to the idle pool
+
+Whatever happens inside (an answer read whole, a backend error, a timeout, the client going away and the task
+being cancelled), leaving the block gives everything back once: the connection is closed unless the answer
+was read whole, and a BackendLease's in-flight count (what least_conn and the bounded-load hash read, and the
+admin API and pdproxy_backend_inflight show) drops by what entering added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .backend_pool import Backend
+from .http_client import BackendError, ClientConnection
+
+
+class ConnectionLease:
+    """One connection to `backend` for one exchange, not counted as a leg in flight (e.g. /v1/models)."""
+
+    __slots__ = ("backend", "conn")
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self.conn: ClientConnection | None = None
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        self.close()
+
+    def close(self):
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.close()
+
+    async def send(self, loop, connect_timeout: float, request: bytes,
+                   first_byte_timeout: Callable[[], float]) -> ClientConnection:
+        """Send `request` and wait for the answer's head. first_byte_timeout() is asked once a connection is
+        there. An idle keep-alive connection the backend closed meanwhile is not the backend's fault: the
+        request goes once more, on the next idle connection or a new one."""
+        for fresh_try in (False, True):
+            conn, reused = await self.backend.take_connection(loop, connect_timeout)
+            self.conn = conn
+            try:
+                conn.send(request, first_byte_timeout())
+                await conn.read_head()
+                return conn
+            except BackendError as exc:
+                if fresh_try or not reused or exc.started or exc.kind != "reset":
+                    raise
+                self.close()
+        raise AssertionError("unreachable")
+
+    async def read_whole(self, timeout: float) -> bytes:
+        """The rest of the answer; its connection then goes back to the idle pool."""
+        conn = self.conn
+        body = await conn.read_body(timeout)
+        self.done()
+        return body
+
+    def done(self):
+        """The answer was read whole: the connection goes back to the idle pool (or is closed, see
+        Backend.return_connection)."""
+        conn, self.conn = self.conn, None
+        self.backend.return_connection(conn)
+
+
+class BackendLease(ConnectionLease):
+    """A PD leg: counted in the backend's in-flight figures from entering the block to leaving it, and in
+    its request count. `load` is the request's weight for least_conn (see Exchange.load)."""
+
+    __slots__ = ("load",)
+
+    def __init__(self, backend: Backend, load: float):
+        self.backend = backend
+        self.conn = None
+        self.load = load
+
+    async def __aenter__(self):
+        b = self.backend
+        b.inflight += 1
+        b.inflight_load += self.load
+        b.requests += 1
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        b = self.backend
+        b.inflight -= 1
+        b.inflight_load -= self.load
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.close()

@@ -1,0 +1,176 @@
+"""The Prefill and Decode legs of one client request, and the one retry loop both go through (Leg.serve).
+
+A leg goes to one instance after another until one answers 2xx, within --max-retries extra attempts per role
+over the whole request (re-prefills and recompute continuations included). What differs between the legs:
+- the pool, and how an answer is read and judged (judge);
+- whether an instance that failed may be tried again for this request (excludes);
+- whether a failure may have used up the KV the Prefill made (loses_kv): a Decode that got the request may
+  have pulled and freed it, so going on needs a new Prefill (NeedPrefill). A Decode that refused the
+  connection never saw it: the next Decode gets the same kv_transfer_params.
+Nothing is retried once a byte has gone to the client: that happens in `use`, after judge, which the loop
+does not catch.
+"""
+
+from __future__ import annotations
+
+from .backend_pool import Backend, BackendPool
+from .errors import Answer
+from .http_client import BackendError, build_request
+from .jsonfast import loads
+from .lease import BackendLease
+from .leg_bodies import snippet
+
+
+class NeedPrefill(Exception):
+    """The Decode got the request and may have pulled (and freed) the KV; the next attempt needs a fresh Prefill."""
+
+
+class LegFailure(Exception):
+    """One attempt failed in a way another instance may not. kind: connect | timeout | reset | garbage (as in
+    BackendError) or 5xx; `error` or `status` is what BackendPool.report_failure is told."""
+
+    def __init__(self, kind: str, reason: str, error: BackendError | None = None, status: int = 0):
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+        self.error = error
+        self.status = status
+
+
+class Leg:
+    """One role's attempts for one client request."""
+
+    role = ""
+    timeout_error_type = "GatewayTimeoutError"  # OpenAI error type of the 504 an exhausted leg ends with
+
+    __slots__ = ("pool", "tried", "attempts", "last")
+
+    def __init__(self, pool: BackendPool):
+        self.pool = pool
+        self.tried: set[Backend] = set()  # not to be picked again for this request
+        self.attempts = 0
+        self.last: tuple[str, str] | None = None  # (reason, kind) of the last failure
+
+    def excludes(self, failure: LegFailure) -> bool:
+        return True
+
+    def loses_kv(self, failure: LegFailure) -> bool:
+        return False
+
+    async def judge(self, ex, lease: BackendLease):
+        """Read and check a 2xx-or-not answer whose head has come; raise LegFailure, Answer or BackendError."""
+        raise NotImplementedError
+
+    async def serve(self, ex, make_payload, rid: str, use=None):
+        """Attempts until an instance answers 2xx; returns what judge() made of the answer, or, with `use`,
+        use(lease, judged): it runs while that instance is still leased and nothing it raises is retried."""
+        flow = ex.flow
+        payload = None
+        while self.attempts <= flow.cfg.max_retries:
+            b = flow.pick(self.role, ex, self.tried)
+            if b is None:
+                break
+            if self.attempts:
+                flow.metrics.retry(self.role)
+            self.attempts += 1
+            if payload is None:
+                payload = make_payload()
+            request = build_request(b"POST", ex.path, b.host_header, payload, ex.headers(rid))
+            async with BackendLease(b, ex.load) as lease:
+                try:
+                    await lease.send(flow.loop, flow.cfg.connect_timeout, request, ex.first_byte_timeout)
+                    judged = await self.judge(ex, lease)
+                except BackendError as exc:
+                    failure = LegFailure(exc.kind, f"{self.role} {b.addr}: {exc.reason}", error=exc)
+                except LegFailure as exc:
+                    failure = exc
+                else:
+                    self.pool.report_success(b)
+                    flow.metrics.backend(self.role, b.addr, "ok")
+                    return judged if use is None else await use(lease, judged)
+            self.failed(flow.metrics, b, failure)
+        raise self.exhausted()
+
+    def failed(self, metrics, b: Backend, failure: LegFailure):
+        self.pool.report_failure(b, failure.error, failure.status)
+        metrics.backend(self.role, b.addr, failure.kind)
+        self.last = (failure.reason, failure.kind)
+        if self.excludes(failure):
+            self.tried.add(b)
+        if self.loses_kv(failure):
+            raise NeedPrefill(failure.reason)
+
+    def exhausted(self) -> Answer:
+        if self.last is None:
+            return Answer(503, self.pool.why_unavailable(), "ServiceUnavailableError", f"no_{self.role}")
+        reason, kind = self.last
+        timeout = kind == "timeout"
+        return Answer(504 if timeout else 502, f"no {self.role} instance could serve the request; last error: "
+                      f"{reason}", self.timeout_error_type if timeout else "BadGatewayError",
+                      f"{self.role}_{kind}")
+
+    def refused(self, ex, b: Backend, conn, raw: bytes):
+        """An answer of 400 or more: a 5xx is a failure another instance may not have; a 4xx is the request's
+        own fault and goes to the client as it is (status and body)."""
+        status = conn.status
+        if status >= 500:
+            raise LegFailure("5xx", f"{self.role} {b.addr} answered HTTP {status}: {snippet(raw)}", status=status)
+        ex.flow.metrics.backend(self.role, b.addr, "4xx")
+        raise Answer(status, "", "", f"{self.role}_4xx", body=raw,
+                     content_type=conn.headers.get("content-type", b"application/json"))
+
+
+class PrefillLeg(Leg):
+    """The answer is read whole; judged: (instance, kv_transfer_params, prompt tokens)."""
+
+    role = "prefill"
+    __slots__ = ()
+
+    async def judge(self, ex, lease: BackendLease) -> tuple[Backend, dict, int]:
+        b, conn = lease.backend, lease.conn
+        raw = await lease.read_whole(ex.remaining())
+        if conn.status >= 400:
+            self.refused(ex, b, conn, raw)
+        try:
+            answer, ex.kv_fast = loads(raw)
+            kv = answer["kv_transfer_params"]
+            if not isinstance(kv, dict):
+                raise TypeError("kv_transfer_params is not an object")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LegFailure("garbage", f"prefill {b.addr} answered 200 without usable kv_transfer_params "
+                             f"({type(exc).__name__}: {exc}): {snippet(raw)}", status=502) from None
+        usage = answer.get("usage") or {}
+        tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else 0
+        return b, kv, tokens if isinstance(tokens, int) else 0
+
+
+class DecodeLeg(Leg):
+    """Only the head is read; judged: the open connection, its body still to come (see Leg.serve's `use`)."""
+
+    role = "decode"
+    timeout_error_type = "BadGatewayError"  # what the Decode leg has always answered its 504 with
+    __slots__ = ("kv_from",)
+
+    def __init__(self, pool: BackendPool):
+        super().__init__(pool)
+        self.kv_from: tuple[Backend, int] | None = None  # the Prefill whose KV this leg carries, prompt tokens
+
+    def excludes(self, failure: LegFailure) -> bool:
+        # a Decode's 5xx is often the Prefill's fault (it died holding the KV): the re-prefill may use any
+        # Decode, within the retry budget
+        return failure.kind != "5xx"
+
+    def loses_kv(self, failure: LegFailure) -> bool:
+        return failure.kind != "connect"
+
+    async def judge(self, ex, lease: BackendLease):
+        b, conn = lease.backend, lease.conn
+        if conn.status >= 400:
+            try:
+                raw = await lease.read_whole(min(5.0, ex.remaining()))
+            except BackendError:
+                raw = b""
+            self.refused(ex, b, conn, raw)
+        p, prompt_tokens = self.kv_from
+        ex.flow.metrics.edge(p.addr, b.addr, prompt_tokens)
+        return conn
