@@ -1,32 +1,21 @@
-"""The plan a job runs and the operator reads first: the launch profile's rendering plus the proxy's admin token
-file (so a rolling restart can drain an instance), validated against the inventory right now."""
+"""The plan a job runs and the operator reads first: the revision checked against the inventory and the other
+deployments right now, then exactly what the pure core's build_plan renders for the inventory's node facts."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
-from pathlib import PurePosixPath
 
 from .inventory_lookup import cluster_facts
 from .revision_checks import RevisionInvalid, validate_spec
 from .topology import (
     Plan,
     PlannedProcess,
-    Stage,
+    TopologyInvalid,
     TopologySpec,
+    build_plan,
     detached_start_command,
-    get_profile,
     spec_from_dict,
 )
-
-
-def admin_token_path(spec: TopologySpec) -> PurePosixPath:
-    return PurePosixPath(spec.run_dir) / "secrets" / "proxy-admin.token"
-
-
-def admin_header_path(spec: TopologySpec) -> PurePosixPath:
-    """The same token as an HTTP header line, for `curl -H @file` on the proxy node (never on a command line)."""
-    return PurePosixPath(spec.run_dir) / "secrets" / "proxy-admin.header"
 
 
 def revision_spec(revision) -> TopologySpec:
@@ -37,19 +26,10 @@ def render_plan(spec: TopologySpec, cluster, *, deployment_id: int | None = None
     problems = validate_spec(spec, cluster=cluster, deployment_id=deployment_id)
     if problems:
         raise RevisionInvalid(problems, spec)
-    facts = cluster_facts(cluster, launch_profile=spec.launch_profile)
-    plan = get_profile(spec.launch_profile).render(spec, facts)
-    return _with_admin_token(plan, spec)
-
-
-def _with_admin_token(plan: Plan, spec: TopologySpec) -> Plan:
-    def fix(p: PlannedProcess) -> PlannedProcess:
-        if p.role != "proxy":
-            return p
-        argv = (*p.launch.argv, "--admin-token-file", str(admin_token_path(spec)))
-        return replace(p, launch=replace(p.launch, argv=argv))
-
-    return Plan(profile=plan.profile, stages=tuple(Stage(s.name, tuple(map(fix, s.processes))) for s in plan.stages))
+    try:
+        return build_plan(spec, cluster_facts(cluster, launch_profile=spec.launch_profile))
+    except TopologyInvalid as exc:  # the inventory changed between the two reads
+        raise RevisionInvalid(exc.problems, spec) from None
 
 
 def deployment_plan(deployment, revision=None) -> tuple[TopologySpec, Plan]:

@@ -128,7 +128,8 @@ def test_proxy_lists_every_api_server(vllm_plan):
     assert argv[argv.index("--prefill") + 1:argv.index("--decode")] == ("127.0.10.1:7100", "127.0.10.2:7100")
     decode = argv[argv.index("--decode") + 1:argv.index("--policy")]
     assert len(decode) == 8 and decode[0] == "127.0.10.3:7100" and decode[-1] == "127.0.10.4:7103"
-    assert argv[-6:] == ("--policy", "least_conn", "--admin-host", "127.0.0.1", "--admin-port", "2000")
+    assert argv[-8:] == ("--policy", "least_conn", "--admin-host", "127.0.0.1", "--admin-port", "2000",
+                         "--admin-token-file", "/var/lib/pdcp/reference/secrets/proxy-admin.token")
 
 
 def test_sim_binds_node_addresses_and_loopback_master(sim_plan):

@@ -23,15 +23,8 @@ from ..fleet import Fleet, NodeFailure
 from ..inventory_lookup import cluster_nodes
 from ..models import Deployment, Process, Revision, new_admin_token
 from ..revision_checks import RevisionInvalid
-from ..revision_plan import (
-    admin_header_path,
-    admin_token_path,
-    fingerprint,
-    render_plan,
-    revision_spec,
-    start_line,
-)
-from ..topology import PlannedProcess
+from ..revision_plan import fingerprint, render_plan, revision_spec, start_line
+from ..topology import PlannedProcess, admin_header_path, admin_token_path
 
 START_TIMEOUT = 30
 TAIL_LINES = 15

@@ -10,8 +10,7 @@ from apps.jobs.context import JobContext, JobFailed
 from apps.jobs.registry import job_handler
 from sshexec import probe_commands as remote
 
-from ..revision_plan import admin_header_path
-from ..topology import PlannedProcess
+from ..topology import PlannedProcess, admin_header_path
 from .deployment_run import DeploymentRun, guarded, item_of
 
 

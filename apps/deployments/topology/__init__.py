@@ -14,6 +14,7 @@ from .node_facts import NodeFacts
 from .parse import normal_run_dir, spec_from_dict
 from .plan import Plan, PlannedProcess, Stage, plan_to_text
 from .profiles import LaunchProfile, get_profile
+from .run_files import admin_header_path, admin_token_path
 from .serialize import spec_diff, spec_from_yaml, spec_to_dict, spec_to_yaml
 from .spec import (
     BenchClientSpec,
@@ -48,7 +49,7 @@ def build_plan(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> Plan:
 __all__ = [
     "BenchClientSpec", "InstanceSpec", "KvPoolSpec", "LaunchProfile", "LaunchSpec", "ModelProfile", "ModelSpec",
     "NodeFacts", "Plan", "PlannedProcess", "Problem", "ProxySpec", "SpecError", "Stage", "StoreServer",
-    "StoreSpec", "TopologyInvalid", "TopologySpec", "TransferPortsSpec", "build_plan", "detached_start_command",
-    "get_profile", "normal_run_dir", "plan_to_text", "spec_diff", "spec_from_dict", "spec_from_yaml", "spec_to_dict",
-    "spec_to_yaml", "validate_topology",
+    "StoreSpec", "TopologyInvalid", "TopologySpec", "TransferPortsSpec", "admin_header_path", "admin_token_path",
+    "build_plan", "detached_start_command", "get_profile", "normal_run_dir", "plan_to_text", "spec_diff",
+    "spec_from_dict", "spec_from_yaml", "spec_to_dict", "spec_to_yaml", "validate_topology",
 ]

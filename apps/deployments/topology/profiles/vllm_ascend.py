@@ -5,7 +5,8 @@ the store's env, so a dry run on the simulated cluster exercises the same comman
 Every listener binds the node's own inventory address, never every interface: the engines, the proxy (pdproxy
 refuses a wildcard --host), memcached and mooncake_master (whose rpc and metrics default to 0.0.0.0,
 docs/launch-reference.md §3.3). The proxy's admin API gets its own listener on the proxy node's 127.0.0.1, so only a
-command run on that node (sshexec.probe_commands.proxy_admin_command) reaches it.
+command run on that node (sshexec.probe_commands.proxy_admin_command) reaches it; its bearer token is a file below
+run_dir (topology/run_files.py), so a rolling restart can drain an instance.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .. import ports
 from ..node_facts import NodeFacts
 from ..placement import assign_devices, process_devices
 from ..plan import Plan, PlannedProcess, Stage
+from ..run_files import admin_token_path
 from ..spec import InstanceSpec, TopologySpec
 from .engine_options import VLLM_ASCEND_ENV, VLLM_ASCEND_FLAGS
 
@@ -202,7 +204,8 @@ class VllmAscendProfile:
                 "--prefill", *backends("prefill"), "--decode", *backends("decode"), "--policy", proxy.policy]
         if proxy.hash_key:
             argv += ["--hash-key", proxy.hash_key]
-        argv += ["--admin-host", self.admin_host(node), "--admin-port", str(proxy.admin_port)]
+        argv += ["--admin-host", self.admin_host(node), "--admin-port", str(proxy.admin_port),
+                 "--admin-token-file", str(admin_token_path(spec))]  # the deploy job writes it before the start
         return PlannedProcess(
             key="proxy", role="proxy", instance=None, node=node.name, address=node.address, dp_rank=None,
             launch=self._launch(spec, "proxy", argv), health_url=f"http://{node.address}:{proxy.port}/healthcheck",
