@@ -5,48 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
-from http import HTTPStatus
 
 import httptools
 
+from .http_request import Request, RequestReader
+from .http_response import ResponseWriter
 from .limits import RequestCaps
 from .tcp import set_nodelay
 
 log = logging.getLogger("pdproxy.http")
 
-_REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 _ERROR_TYPES = {413: "RequestTooLargeError", 414: "URITooLongError", 431: "RequestHeaderFieldsTooLargeError"}
 _FEED_SLICE = 16 * 1024  # parsed at a time: how far a pipelining client's requests get ahead of their answers
 DEFAULT_CAPS = RequestCaps()
 _LINGER_S = 2.0  # after a refusal, what the client still sends is read and dropped this long (see _refuse_now)
 
 
-class _Refused(Exception):
-    """Raised in a parser callback to stop parsing; what to answer is in ServerConnection._refusal."""
-
-
-def status_line(status: int) -> bytes:
-    return b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))
-
-
-class Request:
-    __slots__ = ("method", "path", "query", "headers", "body", "client_ip", "keep_alive", "t0")
-
-    def __init__(self, method, path, query, headers, body, client_ip, keep_alive):
-        self.method = method
-        self.path = path
-        self.query = query
-        self.headers = headers  # lower-cased str -> str
-        self.body = body
-        self.client_ip = client_ip
-        self.keep_alive = keep_alive
-        self.t0 = time.perf_counter()
-
-
-class ServerConnection(asyncio.Protocol):
-    """One client connection. The app's handler writes through send_response / start_stream / send_chunk.
+class ServerConnection(RequestReader, ResponseWriter, asyncio.Protocol):
+    """One client connection. The app's handler writes through send_response / start_stream / send_chunk
+    (ResponseWriter, http_response.py); httptools calls RequestReader's callbacks (http_request.py).
 
     While a request is answered nothing more is parsed, and once more bytes arrive the socket is not read
     either: a pipelining client's requests wait in the kernel, not here (see data_received)."""
@@ -76,26 +54,12 @@ class ServerConnection(asyncio.Protocol):
         # hold the end of the request before).
         self._max_idle_fed = caps.max_url_bytes + caps.max_header_bytes + _FEED_SLICE + 1024
         self.current_task = None
-        # set by the handler for the request being answered
-        self.responded = False
-        self.streaming = False
-        self.keep_alive = True
-        self.status_sent = 0
-        self._stream_head = b""  # a stream's head, sent with its first chunk (one write, not two)
+        self.start_answer(keep_alive=True)
         # backpressure: callbacks to run when the client drains
         self.write_paused = False
         self._on_resume: list = []
         self._on_close: list = []
         self._reset_message()
-
-    def _reset_message(self):
-        self._url = b""
-        self._headers = {}
-        self._body = []
-        self._size = 0
-        self._header_count = 0
-        self._header_bytes = 0
-        self._idle_fed = 0
 
     # asyncio.Protocol
     def connection_made(self, transport):
@@ -148,9 +112,6 @@ class ServerConnection(asyncio.Protocol):
             if self._idle_fed > self._max_idle_fed:
                 self._refuse(431, f"request headers are over {self._max_header_bytes} bytes (--max-header-bytes)")
 
-    def _stop(self, status: int, message: str):
-        self._refusal = (status, message)
-        raise _Refused
 
     def _pause_reading(self):
         if self._reading:
@@ -188,59 +149,7 @@ class ServerConnection(asyncio.Protocol):
     def on_close(self, cb):
         self._on_close.append(cb)
 
-    # httptools callbacks
-    def on_message_begin(self):
-        self._in_message = True
-        self._reset_message()
-
-    def on_url(self, url):
-        self._url += url
-        if len(self._url) > self._max_url:
-            self._stop(414, f"the URL is over {self._max_url} bytes (--max-url-bytes)")
-
-    def on_header(self, name, value):
-        size = len(name) + len(value) + 4
-        self._header_count += 1
-        if size > self._max_header_line or self._header_count > self._max_headers:
-            self._stop(431, self._headers_over(name, size))
-        self._header_bytes += size
-        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
-
-    def _headers_over(self, name: bytes, size: int) -> str:
-        if self._header_count > self._max_headers:
-            return f"more than {self._max_headers} request headers (--max-header-count)"
-        if size > self._max_header_line:
-            shown = name[:64].decode("latin-1")
-            return f"request header {shown!r} is {size} bytes, over {self._max_header_line} (--max-header-line-bytes)"
-        return f"request headers are over {self._max_header_bytes} bytes in all (--max-header-bytes)"
-
-    def on_headers_complete(self):
-        # the sum is checked once here, not per header: until now it was bounded by _max_idle_fed
-        if self._header_bytes > self._max_header_bytes:
-            self._stop(431, self._headers_over(b"", 0))
-        length = self._headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body:
-            self._stop(413, self._too_large())
-
-    def on_body(self, body):
-        self._body_seen = True
-        self._size += len(body)
-        if self._size > self.max_body:
-            self._stop(413, self._too_large())
-        self._body.append(body)
-
-    def _too_large(self) -> str:
-        return f"request body exceeds the limit of {self.max_body} bytes (--max-body-bytes)"
-
-    def on_message_complete(self):
-        self._in_message = False
-        url = httptools.parse_url(self._url)
-        path = url.path.decode("latin-1")
-        query = url.query.decode("latin-1") if url.query else ""
-        body = b"".join(self._body) if len(self._body) != 1 else self._body[0]
-        req = Request(self.parser.get_method().decode(), path, query, self._headers, body,
-                      self.client_ip, self.parser.should_keep_alive())
-        self._reset_message()
+    def request_parsed(self, req: Request):
         if self.busy:
             self.queue.append(req)
         else:
@@ -249,11 +158,7 @@ class ServerConnection(asyncio.Protocol):
     # request lifecycle
     def _start(self, req: Request):
         self.busy = True
-        self.responded = False
-        self.streaming = False
-        self.status_sent = 0
-        self._stream_head = b""
-        self.keep_alive = req.keep_alive
+        self.start_answer(req.keep_alive)
         self.current_task = self.loop.create_task(self._run(req))
 
     async def _run(self, req: Request):
@@ -317,55 +222,6 @@ class ServerConnection(asyncio.Protocol):
         self._resume_reading()
         self.loop.call_later(_LINGER_S, self.transport.close)
 
-    # writing
-    def _head(self, status: int, content_type: bytes, extra: list | tuple, length: int | None) -> bytes:
-        parts = [status_line(status), b"Content-Type: ", content_type, b"\r\n"]
-        if length is None:
-            parts.append(b"Transfer-Encoding: chunked\r\n")
-        else:
-            parts.append(b"Content-Length: %d\r\n" % length)
-        for name, value in extra:
-            parts += (name, b": ", value, b"\r\n")
-        if not self.keep_alive:
-            parts.append(b"Connection: close\r\n")
-        parts.append(b"\r\n")
-        return b"".join(parts)
-
-    def send_response(self, status: int, body: bytes, content_type: bytes = b"application/json", extra=()):
-        if self.responded or self.closed:
-            return
-        self.responded = True
-        self.status_sent = status
-        self.transport.write(self._head(status, content_type, extra, len(body)) + body)
-
-    def send_error(self, status: int, message: str, err_type: str, extra=()):
-        from .errors import error_body
-
-        self.send_response(status, error_body(status, message, err_type), extra=extra)
-
-    def start_stream(self, status: int, content_type: bytes, extra=()):
-        """Begin a chunked answer. Its head leaves with the first chunk (or with the end of the stream)."""
-        self.responded = True
-        self.streaming = True
-        self.status_sent = status
-        if not self.closed:
-            self._stream_head = self._head(status, content_type, extra, None)
-
-    def send_chunk(self, data: bytes):
-        if data and not self.closed:
-            head, self._stream_head = self._stream_head, b""
-            self.transport.write(b"%b%x\r\n%b\r\n" % (head, len(data), data))
-
-    def end_stream(self, data: bytes = b""):
-        """End the chunked answer, with `data` as its last chunk: head (if still unsent), data and the
-        terminating chunk go in one write."""
-        if self.streaming and not self.closed:
-            head, self._stream_head = self._stream_head, b""
-            if data:
-                self.transport.write(b"%b%x\r\n%b\r\n0\r\n\r\n" % (head, len(data), data))
-            else:
-                self.transport.write(head + b"0\r\n\r\n")
-        self.streaming = False
 
 
 async def serve(app, host: str, port: int, caps: RequestCaps, backlog: int = 2048):
