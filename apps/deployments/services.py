@@ -9,23 +9,17 @@ from apps.jobs.choices import JobKind, JobStatus
 from apps.jobs.models import Job
 from apps.jobs.services import job_create
 
+from .job_params import BadJobParams, JobParams
 from .models import Deployment, Process, Revision
 from .revision_checks import RevisionInvalid, checked_spec
 from .revision_plan import deployment_plan
 from .topology import spec_to_dict, spec_to_yaml
 
 DEPLOYMENT_JOB_KINDS = (JobKind.PREFLIGHT, JobKind.DEPLOY, JobKind.STOP, JobKind.RESTART, JobKind.ROLLING_RESTART)
-JOB_PARAM_DEFAULTS = {"max_parallel": 8, "health_timeout": 120, "keep_on_failure": False, "stop_grace": 10}
 
 
 class DeploymentBusy(Exception):
     """Another job already acts on this deployment."""
-
-
-class BadJobParams(ValueError):
-    def __init__(self, errors: dict[str, str]):
-        self.errors = errors
-        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
 
 
 def deployment_create(*, name: str, cluster, user, yaml_text: str, description: str = "",
@@ -76,7 +70,7 @@ def revision_activate(*, revision: Revision, user) -> Revision:
     return revision
 
 
-def deployment_rollback(*, revision: Revision, user, params: dict | None = None) -> Job:
+def deployment_rollback(*, revision: Revision, user, params: JobParams | dict | None = None) -> Job:
     """Rollback = activate an older revision and deploy it; if the deploy cannot start, nothing is activated."""
     with transaction.atomic():
         revision_activate(revision=revision, user=user)
@@ -85,35 +79,15 @@ def deployment_rollback(*, revision: Revision, user, params: dict | None = None)
 
 # --- jobs ---------------------------------------------------------------------------------------------------
 
-def clean_job_params(params: dict | None, *, extra: dict | None = None) -> dict:
-    params = dict(params or {})
-    out = dict(JOB_PARAM_DEFAULTS)
-    errors = {}
-    for key in ("max_parallel", "health_timeout", "stop_grace"):
-        if key in params:
-            value = params.pop(key)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 3600:
-                errors[key] = "expected a whole number from 1 to 3600"
-            else:
-                out[key] = value
-    if params.pop("sequential", False) is True:
-        out["max_parallel"] = 1
-    if "keep_on_failure" in params:
-        value = params.pop("keep_on_failure")
-        if not isinstance(value, bool):
-            errors["keep_on_failure"] = "expected true or false"
-        else:
-            out["keep_on_failure"] = value
-    for key, value in (extra or {}).items():
-        out[key] = value
-    for key in params:
-        errors[key] = "unknown parameter; known: max_parallel, sequential, health_timeout, stop_grace, keep_on_failure"
-    if errors:
-        raise BadJobParams(errors)
-    return out
+def _job_params(kind: JobKind, params: JobParams | dict | None, **kind_field) -> JobParams:
+    """Params as given (a JobParams the API already read) or read now; instance/role join them from keywords."""
+    if isinstance(params, JobParams) and not kind_field:
+        return params
+    raw = params.as_dict() if isinstance(params, JobParams) else dict(params or {})
+    return JobParams.from_dict({**raw, **kind_field}, kind=kind)
 
 
-def _start(kind: JobKind, deployment: Deployment, user, params: dict, *, label_extra: str = "") -> Job:
+def _start(kind: JobKind, deployment: Deployment, user, params: JobParams, *, label_extra: str = "") -> Job:
     if kind != JobKind.STOP:  # stopping must work when the inventory no longer fits (node removed, die bad)
         deployment_plan(deployment)  # RevisionInvalid before any job exists
     with transaction.atomic():
@@ -124,37 +98,38 @@ def _start(kind: JobKind, deployment: Deployment, user, params: dict, *, label_e
             raise DeploymentBusy(f"job #{busy.pk} ({busy.get_kind_display().lower()}) is still "
                                  f"{busy.get_status_display().lower()} on {deployment.name}: wait for it or cancel it")
         revision = deployment.active_revision
-        params = {**params, "revision": revision.pk, "revision_number": revision.number}
+        stored = {**params.as_dict(), "revision": revision.pk, "revision_number": revision.number}
         label = f"{deployment.name} r{revision.number}{label_extra}"
-        return job_create(kind=kind, target=deployment, user=user, params=params, label=label)
+        return job_create(kind=kind, target=deployment, user=user, params=stored, label=label)
 
 
-def deployment_preflight(*, deployment: Deployment, user, params: dict | None = None) -> Job:
-    return _start(JobKind.PREFLIGHT, deployment, user, clean_job_params(params))
+def deployment_preflight(*, deployment: Deployment, user, params: JobParams | dict | None = None) -> Job:
+    return _start(JobKind.PREFLIGHT, deployment, user, _job_params(JobKind.PREFLIGHT, params))
 
 
-def deployment_deploy(*, deployment: Deployment, user, params: dict | None = None) -> Job:
-    return _start(JobKind.DEPLOY, deployment, user, clean_job_params(params))
+def deployment_deploy(*, deployment: Deployment, user, params: JobParams | dict | None = None) -> Job:
+    return _start(JobKind.DEPLOY, deployment, user, _job_params(JobKind.DEPLOY, params))
 
 
-def deployment_stop(*, deployment: Deployment, user, params: dict | None = None) -> Job:
-    return _start(JobKind.STOP, deployment, user, clean_job_params(params))
+def deployment_stop(*, deployment: Deployment, user, params: JobParams | dict | None = None) -> Job:
+    return _start(JobKind.STOP, deployment, user, _job_params(JobKind.STOP, params))
 
 
-def deployment_restart(*, deployment: Deployment, user, instance: str, params: dict | None = None) -> Job:
+def deployment_restart(*, deployment: Deployment, user, instance: str,
+                       params: JobParams | dict | None = None) -> Job:
+    checked = _job_params(JobKind.RESTART, params, instance=instance)
     spec, _ = deployment_plan(deployment)
     names = [i.name for i in spec.instances]
-    if instance not in names:
-        raise BadJobParams({"instance": f"no instance {instance!r} in the active revision; one of: {', '.join(names)}"})
-    return _start(JobKind.RESTART, deployment, user, clean_job_params(params, extra={"instance": instance}),
-                  label_extra=f" {instance}")
+    if checked.instance not in names:
+        raise BadJobParams({"instance": f"no instance {checked.instance!r} in the active revision; one of: "
+                                        f"{', '.join(names)}"})
+    return _start(JobKind.RESTART, deployment, user, checked, label_extra=f" {checked.instance}")
 
 
-def deployment_rolling_restart(*, deployment: Deployment, user, role: str, params: dict | None = None) -> Job:
-    if role not in ("prefill", "decode"):
-        raise BadJobParams({"role": "expected prefill or decode"})
-    return _start(JobKind.ROLLING_RESTART, deployment, user, clean_job_params(params, extra={"role": role}),
-                  label_extra=f" {role}")
+def deployment_rolling_restart(*, deployment: Deployment, user, role: str,
+                               params: JobParams | dict | None = None) -> Job:
+    checked = _job_params(JobKind.ROLLING_RESTART, params, role=role)
+    return _start(JobKind.ROLLING_RESTART, deployment, user, checked, label_extra=f" {checked.role}")
 
 
 def deployment_delete(*, deployment: Deployment) -> None:

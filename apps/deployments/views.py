@@ -15,6 +15,7 @@ from apps.inventory.models import Cluster
 from apps.jobs.models import Job
 
 from .inventory_lookup import cluster_facts
+from .job_params import JobParams, known_names
 from .logs import LogUnavailable, process_log_tail
 from .models import Deployment, Process, Revision
 from .revision_checks import RevisionInvalid, name_problem
@@ -228,13 +229,9 @@ def deployment_activate(request, pk, number):
     return redirect("deployments:detail", pk=pk)
 
 
-def _job_params(request) -> dict:
-    params = {}
-    if request.POST.get("keep_on_failure") == "on":
-        params["keep_on_failure"] = True
-    if request.POST.get("sequential") == "on":
-        params["sequential"] = True
-    return params
+def _job_params(request) -> JobParams:
+    """The job options the form sent (a checked box sends "on"), read as the API and the services read them."""
+    return JobParams.from_dict({name: request.POST[name] for name in known_names() if name in request.POST})
 
 
 def _job_redirect(request, deployment, starter, extra):

@@ -1,7 +1,9 @@
 from rest_framework import serializers
 
 from apps.inventory.models import Cluster
+from apps.jobs.choices import JobKind
 
+from ..job_params import LIMITS, ROLES, BadJobParams, JobParams
 from ..models import Deployment, Process, Revision
 
 
@@ -67,23 +69,37 @@ class ProcessSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+def _limited(name: str, help_text: str) -> serializers.IntegerField:
+    low, high = LIMITS[name]
+    return serializers.IntegerField(required=False, min_value=low, max_value=high, help_text=help_text)
+
+
 class JobParamsSerializer(serializers.Serializer):
-    max_parallel = serializers.IntegerField(required=False, min_value=1, max_value=256,
-                                            help_text="SSH fan-out bound (default 8)")
+    """The fields document the body; reading it is JobParams.from_dict's, so the API answers a bad value with the
+    service's own error."""
+
+    job_kind = JobKind.DEPLOY
+    max_parallel = _limited("max_parallel", "SSH fan-out bound (default 8)")
     sequential = serializers.BooleanField(required=False, help_text="one node at a time (max_parallel=1)")
-    health_timeout = serializers.IntegerField(required=False, min_value=1, max_value=3600,
-                                              help_text="seconds to wait for each stage to be healthy (default 120)")
-    stop_grace = serializers.IntegerField(required=False, min_value=1, max_value=600,
-                                          help_text="seconds between TERM and KILL (default 10)")
+    health_timeout = _limited("health_timeout", "seconds to wait for each stage to be healthy (default 120)")
+    stop_grace = _limited("stop_grace", "seconds between TERM and KILL (default 10)")
     keep_on_failure = serializers.BooleanField(required=False, help_text="leave what a failed job started running")
+
+    def to_internal_value(self, data) -> JobParams:
+        try:
+            return JobParams.from_dict(data, kind=self.job_kind)
+        except BadJobParams as exc:
+            raise serializers.ValidationError({k: [v] for k, v in exc.errors.items()}) from None
 
 
 class RestartParamsSerializer(JobParamsSerializer):
+    job_kind = JobKind.RESTART
     instance = serializers.CharField(help_text="instance name from the active revision")
 
 
 class RollingRestartParamsSerializer(JobParamsSerializer):
-    role = serializers.ChoiceField(choices=["prefill", "decode"])
+    job_kind = JobKind.ROLLING_RESTART
+    role = serializers.ChoiceField(choices=list(ROLES))
 
 
 class ActivateSerializer(serializers.Serializer):

@@ -208,8 +208,8 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         deployment = self.get_object()
         data = serializer_class(data=request.data)
         data.is_valid(raise_exception=True)
-        params = dict(data.validated_data)
-        extra = {k: params.pop(k) for k in ("instance", "role") if k in params}
+        params = data.validated_data  # a JobParams (serializers.JobParamsSerializer)
+        extra = {k: getattr(params, k) for k in ("instance", "role") if getattr(params, k) is not None}
         try:
             job = starter(deployment=deployment, user=request.user, params=params, **extra, **fixed)
         except RevisionInvalid as exc:

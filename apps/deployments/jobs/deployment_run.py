@@ -21,6 +21,7 @@ from sshexec import probe_commands as remote
 from ..choices import ROLE_ORDER, ProcessState
 from ..fleet import Fleet, NodeFailure
 from ..inventory_lookup import cluster_nodes
+from ..job_params import JobParams
 from ..models import Deployment, Process, Revision, new_admin_token
 from ..revision_checks import RevisionInvalid
 from ..revision_plan import fingerprint, render_plan, revision_spec, start_line
@@ -59,6 +60,7 @@ class DeploymentRun:
     def __init__(self, ctx: JobContext, *, strict: bool = True):
         self.ctx = ctx
         self.params = ctx.job.params
+        self.options = JobParams.stored(self.params)
         self.deployment = Deployment.objects.select_related("cluster").get(pk=ctx.job.target_id)
         self.revision = Revision.objects.filter(pk=self.params.get("revision")).first()
         if self.revision is None:
@@ -75,10 +77,10 @@ class DeploymentRun:
             ctx.log(f"revision r{self.revision.number} does not validate now ({text}); acting on the recorded "
                     "processes only", stream="stderr")
         self.nodes = cluster_nodes(self.deployment.cluster)
-        self.fleet = Fleet(ctx, self.nodes, max_parallel=self.params.get("max_parallel", 8))
+        self.fleet = Fleet(ctx, self.nodes, max_parallel=self.options.max_parallel)
         self.rows = {r.key: r for r in self.deployment.processes.all()}
         self.started: list[PlannedProcess] = []
-        self.keep = bool(self.params.get("keep_on_failure"))
+        self.keep = self.options.keep_on_failure
         self.failed_nodes: set[str] = set()
 
     # --- progress ----------------------------------------------------------------------------------------
@@ -203,7 +205,7 @@ class DeploymentRun:
 
     def stop(self, items: list[Item], *, why: str, progress: bool = True) -> list[tuple[Item, str]]:
         """Stops items stage by stage, backwards (proxy first). Returns (item, reason) for those it could not stop."""
-        grace = self.params.get("stop_grace", 10)
+        grace = self.options.stop_grace
         failures = []
         for rank in sorted({stage_rank(i.role) for i in items}, reverse=True):
             group = [i for i in items if stage_rank(i.role) == rank]
@@ -247,7 +249,7 @@ class DeploymentRun:
 
     # --- health ------------------------------------------------------------------------------------------
     def wait_healthy(self, procs: list[PlannedProcess]) -> None:
-        timeout = self.params.get("health_timeout", 120)
+        timeout = self.options.health_timeout
         pending = {p.key: p for p in procs if p.health_url}
         if not pending:
             return
