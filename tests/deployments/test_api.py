@@ -205,3 +205,15 @@ def test_an_env_that_runs_a_program_is_a_400_naming_instance_and_field(api_clien
     errors = {(e["instance"], e["field"]) for e in response.json()["errors"]}
     assert errors == {("d0", "env.BROWSER"), ("d0", "env.PYTHONWARNINGS")}
     assert deployment.revisions.count() == 1
+
+
+def test_a_rollback_that_cannot_deploy_activates_nothing(api_client_for, deployment, fixed_yaml):
+    client = api_client_for("operator")
+    client.post(f"/api/deployments/{deployment.pk}/revisions/", {
+        "yaml_text": fixed_yaml.replace("max_num_seqs: 40", "max_num_seqs: 48"), "activate": True}, format="json")
+    assert client.post(f"/api/deployments/{deployment.pk}/stop/", {}, format="json").status_code == 202
+    rollback = client.post(f"/api/deployments/{deployment.pk}/activate/", {"revision": 1, "deploy": True},
+                           format="json")
+    assert rollback.status_code == 409 and "still pending" in rollback.json()["detail"]
+    assert Revision.objects.get(deployment=deployment, is_active=True).number == 2
+    assert Job.objects.count() == 1

@@ -1,7 +1,6 @@
 """Deployments API: deployments with their revisions, plan and diff, the job-starting actions, and processes."""
 
 import django_filters
-from django.db import transaction
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -26,6 +25,7 @@ from ..services import (
     deployment_deploy,
     deployment_preflight,
     deployment_restart,
+    deployment_rollback,
     deployment_rolling_restart,
     deployment_stop,
     revision_activate,
@@ -142,11 +142,10 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         data.is_valid(raise_exception=True)
         revision = get_object_or_404(Revision, deployment=deployment, number=data.validated_data["revision"])
         try:
-            with transaction.atomic():
-                revision_activate(revision=revision, user=request.user)
-                if data.validated_data["deploy"]:
-                    job = deployment_deploy(deployment=deployment, user=request.user)
-                    return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+            if data.validated_data["deploy"]:
+                job = deployment_rollback(revision=revision, user=request.user)
+                return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+            revision_activate(revision=revision, user=request.user)
         except RevisionInvalid as exc:
             return problems_response(exc, revision.spec)
         except DeploymentBusy as exc:
