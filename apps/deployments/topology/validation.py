@@ -1,29 +1,19 @@
-"""Rules a topology must pass against an inventory, each Problem naming the field and a concrete fix.
+"""Rules a topology must pass against an inventory, each Problem naming the field and a concrete fix: here the
+instances, nodes, devices and P/D sizes; the engine options and the ports in engine_rules.py and port_rules.py.
 
 Run when a revision is saved and again right before a job runs (NPU health changes in between).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
-from . import ports
+from .engine_rules import engine_allowed, engine_owned
 from .node_facts import NodeFacts
 from .placement import assign_devices
-from .profiles import get_profile
-from .profiles.engine_options import REMOTE_CODE_FLAG
-from .spec import InstanceSpec, TopologySpec
+from .port_rules import port_clashes
+from .problem import Problem, instance_path
+from .spec import TopologySpec
 
-
-@dataclass(frozen=True)
-class Problem:
-    path: str  # field path in the spec, e.g. "instances[0].dp"
-    message: str
-    suggestion: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}. Fix: {self.suggestion}"
+__all__ = ["Problem", "validate_topology"]
 
 
 def validate_topology(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[Problem]:
@@ -34,15 +24,11 @@ def validate_topology(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[P
     _devices(spec, nodes, out)
     _tp(spec, out)
     _pd_sizes(spec, out)
-    _engine_owned(spec, out)
-    _engine_allowed(spec, out)
+    engine_owned(spec, out)
+    engine_allowed(spec, out)
     _services(spec, out)
-    _ports(spec, nodes, out)
+    port_clashes(spec, nodes, out)
     return out
-
-
-def _ipath(spec: TopologySpec, inst: InstanceSpec, field: str) -> str:
-    return f"instances[{spec.instances.index(inst)}].{field}"
 
 
 def _roles(spec: TopologySpec, out: list[Problem]) -> None:
@@ -56,7 +42,7 @@ def _names(spec: TopologySpec, out: list[Problem]) -> None:
     seen: set[str] = set()
     for inst in spec.instances:
         if inst.name in seen:
-            out.append(Problem(_ipath(spec, inst, "name"), f"instance name {inst.name!r} is used twice",
+            out.append(Problem(instance_path(spec, inst, "name"), f"instance name {inst.name!r} is used twice",
                                f"rename it, e.g. {inst.name}-{spec.instances.index(inst)}"))
         seen.add(inst.name)
 
@@ -67,10 +53,10 @@ def _nodes(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Problem]) 
     for inst in spec.instances:
         node = nodes.get(inst.node)
         if node is None:
-            out.append(Problem(_ipath(spec, inst, "node"), f"{inst.name}: node {inst.node!r} is not in the "
+            out.append(Problem(instance_path(spec, inst, "node"), f"{inst.name}: node {inst.node!r} is not in the "
                                "cluster inventory", f"use one of: {npu_nodes}"))
         elif node.npu_count == 0:
-            out.append(Problem(_ipath(spec, inst, "node"), f"{inst.name}: node {inst.node} has no NPUs",
+            out.append(Problem(instance_path(spec, inst, "node"), f"{inst.name}: node {inst.node} has no NPUs",
                                f"place it on an NPU node: {npu_nodes}"))
     others = [("proxy.node", spec.proxy.node)]
     if spec.kv_pool:
@@ -116,7 +102,7 @@ def _short(spec, inst, node, nodes, assigned, out) -> None:
     if roomy:
         options.append(f"move it to {roomy[0]}")
     suggestion = ", or ".join(options) if options else f"move it to a node with {inst.npus} free healthy NPUs"
-    out.append(Problem(_ipath(spec, inst, "dp" if inst.dp > 1 else "tp"), message, suggestion))
+    out.append(Problem(instance_path(spec, inst, "dp" if inst.dp > 1 else "tp"), message, suggestion))
 
 
 def _largest_tp(limit: int, heads: int) -> int:
@@ -130,7 +116,7 @@ def _largest_tp(limit: int, heads: int) -> int:
 
 
 def _explicit_devices(spec, inst, node, assigned, out) -> None:
-    path = _ipath(spec, inst, "devices")
+    path = instance_path(spec, inst, "devices")
     devices = inst.devices
     if len(devices) != inst.npus:
         out.append(Problem(path, f"{inst.name} lists {len(devices)} devices but TP{inst.tp} x DP{inst.dp} needs "
@@ -169,7 +155,7 @@ def _tp(spec: TopologySpec, out: list[Problem]) -> None:
     for inst in spec.instances:
         if inst.tp & (inst.tp - 1) or heads % inst.tp:
             near = min(valid, key=lambda t: (abs(t - inst.tp), -t)) if valid else 1
-            out.append(Problem(_ipath(spec, inst, "tp"), f"{inst.name}: TP{inst.tp} must be a power of two that "
+            out.append(Problem(instance_path(spec, inst, "tp"), f"{inst.name}: TP{inst.tp} must be a power of two that "
                                f"divides the model's {heads} attention heads",
                                f"use TP={near} (valid: {', '.join(map(str, valid))})"))
 
@@ -184,7 +170,7 @@ def _pd_sizes(spec: TopologySpec, out: list[Problem]) -> None:
                 if getattr(inst, field) != getattr(group[0], field):
                     first = getattr(group[0], field)
                     out.append(Problem(
-                        _ipath(spec, inst, field),
+                        instance_path(spec, inst, field),
                         f"{inst.name}: {field.upper()}{getattr(inst, field)} differs from {group[0].name}'s "
                         f"{field.upper()}{first}, but kv_connector_extra_config.{role}.{field}_size holds one value "
                         f"for all {role} instances",
@@ -195,75 +181,10 @@ def _pd_sizes(spec: TopologySpec, out: list[Problem]) -> None:
         for p in prefills:
             if p.tp < d.tp or p.tp % d.tp:
                 divisors = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= p.tp and p.tp % t == 0]
-                out.append(Problem(_ipath(spec, d, "tp"), f"{d.name}: decode TP{d.tp} must divide prefill "
+                out.append(Problem(instance_path(spec, d, "tp"), f"{d.name}: decode TP{d.tp} must divide prefill "
                                    f"{p.name}'s TP{p.tp} (P TP >= D TP and P TP % D TP == 0)",
                                    f"use TP in {divisors} for {d.name}, or raise {p.name}'s TP"))
                 break
-
-
-def _owned_flag(token: str, owned_flags: Mapping[str, str]) -> str | None:
-    """The owned flag `token` would set: itself, or one it abbreviates (argparse accepts unique prefixes)."""
-    if not token.startswith("--"):
-        return None
-    name = token.split("=", 1)[0]
-    if name in owned_flags:
-        return name
-    if len(name) > 3:
-        return next((flag for flag in owned_flags if flag.startswith(name)), None)
-    return None
-
-
-def _engine_owned(spec: TopologySpec, out: list[Problem]) -> None:
-    """Flags and env the profile derives from spec fields (kv_role from role, sizes from tp/dp, devices...)
-    cannot be overridden, so kv_producer/kv_consumer and the extra_config sizes always match the instances."""
-    profile = get_profile(spec.launch_profile)
-    for inst in spec.instances:
-        for k, token in enumerate(inst.extra_args):
-            owned = _owned_flag(token, profile.owned_flags)
-            if owned:
-                out.append(Problem(_ipath(spec, inst, f"extra_args[{k}]"), f"{inst.name}: {token} is rendered "
-                                   "from the topology", f"remove it and set {profile.owned_flags[owned]}"))
-        for name in inst.env:
-            if name in profile.owned_env:
-                out.append(Problem(_ipath(spec, inst, f"env.{name}"), f"{inst.name}: {name} is rendered from "
-                                   "the topology", f"remove it and set {profile.owned_env[name]}"))
-        if inst.dp > 1 and inst.dp_rpc_port is None:
-            out.append(Problem(_ipath(spec, inst, "dp_rpc_port"), f"{inst.name}: DP{inst.dp} needs a DP rpc port "
-                               "for its ranks to meet", "set dp_rpc_port, e.g. 12321"))
-
-
-def _engine_allowed(spec: TopologySpec, out: list[Problem]) -> None:
-    """An operator chooses among the profile's flags and env names (profiles/engine_options.py), so nothing an
-    instance sets can make a node run another program or load other code. Owned ones are reported above."""
-    profile = get_profile(spec.launch_profile)
-    flags = ", ".join(sorted(profile.allowed_flags))
-    for inst in spec.instances:
-        args = inst.extra_args
-        for k, token in enumerate(args):
-            if not token.startswith("--") or _owned_flag(token, profile.owned_flags):
-                continue
-            value = args[k + 1] if k + 1 < len(args) and not args[k + 1].startswith("--") else None
-            rule = profile.allowed_flags.get(token)
-            if rule is None:
-                out.append(Problem(_ipath(spec, inst, f"extra_args[{k}]"), f"{inst.name}: {token} is not an engine "
-                                   f"flag the {profile.name} profile allows", f"remove it; allowed: {flags}"))
-                continue
-            problem = rule.value_problem(token, value)
-            if problem:
-                where = f"extra_args[{k + 1}]" if value is not None else f"extra_args[{k}]"
-                fix = "add" if value is None else "remove" if rule.kind == "switch" else "change"
-                out.append(Problem(_ipath(spec, inst, where), f"{inst.name}: {problem}", f"{fix} the value after {token}"))
-            if token == REMOTE_CODE_FLAG and not spec.model.path.startswith("/"):
-                out.append(Problem(_ipath(spec, inst, f"extra_args[{k}]"), f"{inst.name}: {token} runs Python "
-                                   f"shipped with the model, and model.path {spec.model.path!r} is not a directory "
-                                   "on the nodes (a hub id would be fetched and its code run)",
-                                   "put the weights on the nodes and set model.path to their absolute path, or "
-                                   f"remove {token}"))
-        allowed_env = ", ".join(sorted(profile.allowed_env))
-        for name in inst.env:
-            if name not in profile.owned_env and name not in profile.allowed_env:
-                out.append(Problem(_ipath(spec, inst, f"env.{name}"), f"{inst.name}: env {name} is not one the "
-                                   f"{profile.name} profile lets an instance set", f"remove it; allowed: {allowed_env}"))
 
 
 def _services(spec: TopologySpec, out: list[Problem]) -> None:
@@ -278,93 +199,3 @@ def _services(spec: TopologySpec, out: list[Problem]) -> None:
     if policy != "consistent_hash" and key is not None:
         out.append(Problem("proxy.hash_key", f"hash_key is only used by consistent_hash, policy is {policy}",
                            "remove hash_key, or set policy: consistent_hash"))
-
-
-@dataclass(frozen=True)
-class _Claim:
-    address: str
-    node: str
-    ports: range
-    what: str
-    path: str
-
-
-def _claims(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[_Claim]:
-    claims: list[_Claim] = []
-
-    def add(node_name: str, ports_: range, what: str, path: str) -> None:
-        if node_name in nodes:
-            claims.append(_Claim(nodes[node_name].address, node_name, ports_, what, path))
-
-    for inst in spec.instances:
-        api = ports.api_ports(inst)
-        add(inst.node, range(api[0], api[-1] + 1), f"{inst.name} API port{'s' if len(api) > 1 else ''}",
-            _ipath(spec, inst, "api_port"))
-        if ports.uses_dp_rpc(inst) and inst.dp_rpc_port:
-            add(inst.node, range(inst.dp_rpc_port, inst.dp_rpc_port + 1), f"{inst.name} DP rpc port",
-                _ipath(spec, inst, "dp_rpc_port"))
-        add(inst.node, ports.kv_window(inst), f"{inst.name} kv_port window", _ipath(spec, inst, "kv_port"))
-    add(spec.proxy.node, range(spec.proxy.port, spec.proxy.port + 1), "proxy port", "proxy.port")
-    if spec.kv_pool:
-        pool = spec.kv_pool
-        add(pool.node, range(pool.rpc_port, pool.rpc_port + 1), "mooncake_master rpc port", "kv_pool.rpc_port")
-        add(pool.node, range(pool.metrics_port, pool.metrics_port + 1), "mooncake_master metrics port",
-            "kv_pool.metrics_port")
-    if spec.store:
-        for i, s in enumerate(spec.store.servers):
-            add(s.node, range(s.port, s.port + 1), f"memcached store server {i}", f"store.servers[{i}].port")
-    # Last, so a clash is reported on admin_port (usually derived: port + 1). It binds 127.0.0.1 but is claimed on
-    # the node like the rest: a wildcard listener there would take it too.
-    add(spec.proxy.node, range(spec.proxy.admin_port, spec.proxy.admin_port + 1), "proxy admin port",
-        "proxy.admin_port")
-    return claims
-
-
-def _ports(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Problem]) -> None:
-    claims = _claims(spec, nodes)
-    adxl: dict[str, tuple[range, str]] = {}
-    for inst in spec.instances:
-        node = nodes.get(inst.node)
-        if node and node.npu_count:
-            r = ports.adxl_range(spec, inst, node)
-            adxl[node.address] = (r, f"Mooncake's ADXL transfer ports {ports.show(r)} "
-                                     f"({r.start} + {node.npu_count} dies x {spec.transfer_ports.per_device})")
-    for k, claim in enumerate(claims):
-        field = claim.path.rsplit(".", 1)[1]
-        if claim.ports.stop - 1 > 65535:
-            out.append(Problem(claim.path, f"{claim.what} {ports.show(claim.ports)} runs past port 65535",
-                               f"set {field} to at most {65536 - len(claim.ports)}"))
-            continue
-        clash = next((c for c in claims[:k] if c.address == claim.address and _overlap(c.ports, claim.ports)), None)
-        reserved = adxl.get(claim.address)
-        if clash is not None:
-            message = (f"{claim.what} {ports.show(claim.ports)} on {claim.node} ({claim.address}) collides with "
-                       f"{clash.what} {ports.show(clash.ports)}")
-        elif reserved and _overlap(reserved[0], claim.ports):
-            message = f"{claim.what} {ports.show(claim.ports)} on {claim.node} overlaps {reserved[1]}"
-        else:
-            continue
-        free = _free_start(claim, claims, reserved[0] if reserved else None)
-        hint = f"set {field} to {free}" if free else "pick a port range that nothing else on this node uses"
-        if reserved and reserved[0].start <= claim.ports.start < reserved[0].stop:
-            hint += f" (at or above {reserved[0].stop}, clear of the ADXL range)"
-        out.append(Problem(claim.path, message, hint))
-
-
-def _overlap(a: range, b: range) -> bool:
-    return a.start < b.stop and b.start < a.stop
-
-
-def _free_start(claim: _Claim, claims: list[_Claim], reserved: range | None) -> int | None:
-    """First start >= the wanted one whose whole range is clear of every other claim on the address."""
-    size = len(claim.ports)
-    busy = [c.ports for c in claims if c.address == claim.address and c is not claim]
-    busy += [reserved] if reserved else []
-    start = claim.ports.start
-    while start + size - 1 <= 65535:
-        candidate = range(start, start + size)
-        hit = next((b for b in busy if _overlap(b, candidate)), None)
-        if hit is None:
-            return start
-        start = hit.stop
-    return None

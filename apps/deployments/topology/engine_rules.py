@@ -1,0 +1,76 @@
+"""Rules on what an instance adds to its engine's command line and environment (extra_args, env): nothing the
+profile renders from the topology, and only what the profile allows (profiles/engine_options.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .problem import Problem, instance_path
+from .profiles import get_profile
+from .profiles.engine_options import REMOTE_CODE_FLAG
+from .spec import TopologySpec
+
+
+def _owned_flag(token: str, owned_flags: Mapping[str, str]) -> str | None:
+    """The owned flag `token` would set: itself, or one it abbreviates (argparse accepts unique prefixes)."""
+    if not token.startswith("--"):
+        return None
+    name = token.split("=", 1)[0]
+    if name in owned_flags:
+        return name
+    if len(name) > 3:
+        return next((flag for flag in owned_flags if flag.startswith(name)), None)
+    return None
+
+
+def engine_owned(spec: TopologySpec, out: list[Problem]) -> None:
+    """Flags and env the profile derives from spec fields (kv_role from role, sizes from tp/dp, devices...)
+    cannot be overridden, so kv_producer/kv_consumer and the extra_config sizes always match the instances."""
+    profile = get_profile(spec.launch_profile)
+    for inst in spec.instances:
+        for k, token in enumerate(inst.extra_args):
+            owned = _owned_flag(token, profile.owned_flags)
+            if owned:
+                out.append(Problem(instance_path(spec, inst, f"extra_args[{k}]"), f"{inst.name}: {token} is rendered "
+                                   "from the topology", f"remove it and set {profile.owned_flags[owned]}"))
+        for name in inst.env:
+            if name in profile.owned_env:
+                out.append(Problem(instance_path(spec, inst, f"env.{name}"), f"{inst.name}: {name} is rendered from "
+                                   "the topology", f"remove it and set {profile.owned_env[name]}"))
+        if inst.dp > 1 and inst.dp_rpc_port is None:
+            out.append(Problem(instance_path(spec, inst, "dp_rpc_port"), f"{inst.name}: DP{inst.dp} needs a DP rpc port "
+                               "for its ranks to meet", "set dp_rpc_port, e.g. 12321"))
+
+
+def engine_allowed(spec: TopologySpec, out: list[Problem]) -> None:
+    """An operator chooses among the profile's flags and env names (profiles/engine_options.py), so nothing an
+    instance sets can make a node run another program or load other code. Owned ones are reported above."""
+    profile = get_profile(spec.launch_profile)
+    flags = ", ".join(sorted(profile.allowed_flags))
+    for inst in spec.instances:
+        args = inst.extra_args
+        for k, token in enumerate(args):
+            if not token.startswith("--") or _owned_flag(token, profile.owned_flags):
+                continue
+            value = args[k + 1] if k + 1 < len(args) and not args[k + 1].startswith("--") else None
+            rule = profile.allowed_flags.get(token)
+            if rule is None:
+                out.append(Problem(instance_path(spec, inst, f"extra_args[{k}]"), f"{inst.name}: {token} is not an engine "
+                                   f"flag the {profile.name} profile allows", f"remove it; allowed: {flags}"))
+                continue
+            problem = rule.value_problem(token, value)
+            if problem:
+                where = f"extra_args[{k + 1}]" if value is not None else f"extra_args[{k}]"
+                fix = "add" if value is None else "remove" if rule.kind == "switch" else "change"
+                out.append(Problem(instance_path(spec, inst, where), f"{inst.name}: {problem}", f"{fix} the value after {token}"))
+            if token == REMOTE_CODE_FLAG and not spec.model.path.startswith("/"):
+                out.append(Problem(instance_path(spec, inst, f"extra_args[{k}]"), f"{inst.name}: {token} runs Python "
+                                   f"shipped with the model, and model.path {spec.model.path!r} is not a directory "
+                                   "on the nodes (a hub id would be fetched and its code run)",
+                                   "put the weights on the nodes and set model.path to their absolute path, or "
+                                   f"remove {token}"))
+        allowed_env = ", ".join(sorted(profile.allowed_env))
+        for name in inst.env:
+            if name not in profile.owned_env and name not in profile.allowed_env:
+                out.append(Problem(instance_path(spec, inst, f"env.{name}"), f"{inst.name}: env {name} is not one the "
+                                   f"{profile.name} profile lets an instance set", f"remove it; allowed: {allowed_env}"))
