@@ -242,7 +242,7 @@ def _job_redirect(request, deployment, starter, extra):
     except (BadJobParams, DeploymentBusy) as exc:
         messages.error(request, str(exc))
     else:
-        return redirect("ui:job", pk=job.pk)
+        return redirect("jobs:detail", pk=job.pk)
     return redirect("deployments:detail", pk=deployment.pk)
 
 
