@@ -1,8 +1,9 @@
 """Every REST endpoint, under /api/."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
+from rest_framework.urlpatterns import format_suffix_patterns
 
 from apps.accounts.api.views import MeView, MyTokenView, ObtainTokenView, UserViewSet
 from apps.audit.api.views import AuditEntryViewSet
@@ -16,6 +17,7 @@ from apps.inventory.api.views import (
     SshCredentialViewSet,
 )
 from apps.jobs.api.views import JobViewSet
+from apps.telemetry.api.views import DeploymentTopologyView
 
 router = DefaultRouter()
 router.register("clusters", ClusterViewSet)
@@ -38,5 +40,8 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    # Same pattern (and .json suffix) the router gave this action when DeploymentViewSet served it.
+    *format_suffix_patterns([re_path(r"^deployments/(?P<pk>[^/.]+)/topology/$", DeploymentTopologyView.as_view(),
+                                     name="deployment-topology")]),
     path("", include(router.urls)),
 ]

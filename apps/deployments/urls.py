@@ -13,7 +13,6 @@ urlpatterns = [
     path("<int:pk>/plan/", views.deployment_plan_page, name="plan"),
     path("<int:pk>/diff/", views.deployment_diff_page, name="diff"),
     path("<int:pk>/export/", views.deployment_export, name="export"),
-    path("<int:pk>/topology.json", views.deployment_topology_json, name="topology-json"),
     path("<int:pk>/revisions/<int:number>/activate/", views.deployment_activate, name="activate"),
     path("<int:pk>/jobs/<slug:kind>/", views.deployment_job, name="job"),
     path("processes/<int:pk>/log/", views.process_log, name="process-log"),

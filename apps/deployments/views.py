@@ -281,14 +281,3 @@ def process_log(request, pk):
         error = str(exc)
     template = "deployments/_log.html" if request.headers.get("HX-Request") else "deployments/log.html"
     return render(request, template, {"process": process, "text": text, "error": error, "lines": lines})
-
-
-@viewer_required
-def deployment_topology_json(request, pk):
-    """The topology picture's data (static/js/topology.js draws it); problems in the body when it does not plan."""
-    from django.http import JsonResponse
-
-    from .topology_view import topology_snapshot
-
-    deployment = get_object_or_404(Deployment.objects.select_related("cluster"), pk=pk)
-    return JsonResponse(topology_snapshot(deployment), json_dumps_params={"ensure_ascii": False})

@@ -32,7 +32,6 @@ from ..services import (
     revision_create,
 )
 from ..topology import plan_to_text
-from ..topology_view import topology_snapshot
 from .serializers import (
     ActivateSerializer,
     DeploymentSerializer,
@@ -46,7 +45,6 @@ from .serializers import (
     RevisionCreateSerializer,
     RevisionSerializer,
     RollingRestartParamsSerializer,
-    TopologySerializer,
 )
 
 INVALID = OpenApiResponse(ProblemsSerializer, description="the spec does not validate: each problem names "
@@ -186,13 +184,6 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         changes = revision_diff(numbers["old"], numbers["new"])
         return Response({"old": numbers["old"].number, "new": numbers["new"].number,
                          "changes": [{"path": p, "old": a, "new": b} for p, a, b in changes]})
-
-    @extend_schema(responses={200: TopologySerializer})
-    @action(detail=True, methods=["get"], filterset_class=None)
-    def topology(self, request, pk=None):
-        """The active revision as a picture's data: nodes with their NPU dies, instances per DP rank with live
-        state, and the request and KV edges derived from the plan; `problems` when it does not plan."""
-        return Response(topology_snapshot(self.get_object()))
 
     @extend_schema(responses={(200, "application/yaml"): str})
     @action(detail=True, methods=["get"], url_path="export", filterset_class=None)

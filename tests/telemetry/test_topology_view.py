@@ -5,8 +5,8 @@ import pytest
 from django.test import Client
 
 from apps.deployments.models import Deployment, Process
-from apps.deployments.topology_view import topology_snapshot
 from apps.inventory.models import Node, Npu
+from apps.telemetry.topology_snapshot import topology_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -141,6 +141,25 @@ def test_viewer_reads_the_topology_and_anonymous_cannot(deployment, make_user, a
     assert len(body["nodes"]) == 5 and len(body["instances"]) == 4
     api = api_client_for("viewer").get(f"/api/deployments/{deployment.pk}/topology/")
     assert api.status_code == 200 and api.json()["edges"] == body["edges"]
+
+
+def test_the_topology_keeps_its_paths_names_and_schema_entry_beside_the_deployment(deployment, api_client_for):
+    """Telemetry serves it now; clients still find it where DeploymentViewSet's action used to be."""
+    import yaml
+    from django.urls import reverse
+
+    assert reverse("telemetry:topology-json", args=[deployment.pk]) == f"/deployments/{deployment.pk}/topology.json"
+    viewer = api_client_for("viewer")
+    suffixed = viewer.get(f"/api/deployments/{deployment.pk}/topology.json")
+    assert suffixed.status_code == 200 and len(suffixed.json()["instances"]) == 4
+    missing = viewer.get("/api/deployments/999999/topology/")
+    assert missing.status_code == 404 and "detail" in missing.json()
+    schema = yaml.safe_load(viewer.get("/api/schema/").content)
+    operation = schema["paths"]["/api/deployments/{id}/topology/"]["get"]
+    assert operation["operationId"] == "deployments_topology_retrieve" and operation["tags"] == ["deployments"]
+    assert [p["name"] for p in operation["parameters"]] == ["id"]
+    assert operation["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Topology"}
 
 
 SMALL = """launch_profile: sim

@@ -11,18 +11,25 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
+from apps.deployments.choices import PROCESS_STATE_COLOUR, ROLE_COLOUR, ProcessState
+from apps.deployments.inventory_lookup import cluster_nodes, node_facts
+from apps.deployments.models import Deployment, Process
+from apps.deployments.revision_checks import RevisionInvalid, name_problem, spec_errors_as_problems
+from apps.deployments.revision_plan import deployment_plan
+from apps.deployments.topology import (
+    Plan,
+    PlannedProcess,
+    SpecError,
+    TopologySpec,
+    get_profile,
+    validate_topology,
+)
 from apps.inventory.choices import NPU_HEALTH_COLOUR, REACHABILITY_COLOUR, NpuHealth
 from apps.inventory.models import Node
 from apps.jobs.choices import JobStatus
 from apps.jobs.models import Job
-from apps.telemetry.selectors import deployment_live
 
-from .choices import PROCESS_STATE_COLOUR, ROLE_COLOUR, ProcessState
-from .inventory_lookup import cluster_nodes, node_facts
-from .models import Deployment, Process
-from .revision_checks import RevisionInvalid, name_problem, spec_errors_as_problems
-from .revision_plan import deployment_plan
-from .topology import Plan, PlannedProcess, SpecError, TopologySpec, get_profile, validate_topology
+from .selectors import deployment_live
 
 ENGINE_ROLES = ("prefill", "decode")
 # Worst first: an instance shows the worst state of its processes.
