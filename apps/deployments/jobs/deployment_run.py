@@ -1,14 +1,11 @@
 """One job run on a deployment: what every handler shares. It loads the revision and renders its plan, then
-connects, reads each process's state from its pid file, starts and stops processes stage by stage, waits for
-health, probes through the proxy, records Process rows and reports per-node progress; `guarded` stops what the
-run started when it fails or is canceled (unless params.keep_on_failure)."""
+connects, reads each process's state from its pid file, starts and stops processes stage by stage, records
+Process rows and reports per-node progress; `guarded` stops what the run started when it fails or is canceled
+(unless params.keep_on_failure). The health and probe gates are in health_gate.py."""
 
 from __future__ import annotations
 
-import json
-import time
 from collections import Counter
-from dataclasses import dataclass
 
 from django.utils import timezone
 
@@ -18,7 +15,7 @@ from apps.jobs.context import JobCanceled, JobContext, JobFailed
 from sshexec import private_dirs_command, stop_command, tail_command
 from sshexec import probe_commands as remote
 
-from ..choices import ROLE_ORDER, ProcessState
+from ..choices import ProcessState
 from ..fleet import Fleet, NodeFailure
 from ..inventory_lookup import cluster_nodes
 from ..job_params import JobParams
@@ -26,34 +23,10 @@ from ..models import Deployment, Process, Revision, new_admin_token
 from ..revision_checks import RevisionInvalid
 from ..revision_plan import fingerprint, render_plan, revision_spec, start_line
 from ..topology import PlannedProcess, admin_header_path, admin_token_path
+from .run_items import Item, item_of, stage_rank
 
 START_TIMEOUT = 30
 TAIL_LINES = 15
-PROBE_ATTEMPTS_SECONDS = 20
-
-
-@dataclass
-class Item:
-    """Something to act on by pid file: a planned process, or a recorded one the plan no longer has."""
-
-    key: str
-    node: str
-    role: str
-    pid_file: str
-    log_path: str
-    health_url: str | None = None
-
-
-def item_of(p: PlannedProcess) -> Item:
-    return Item(p.key, p.node, p.role, str(p.launch.pid_file), str(p.launch.log_file), p.health_url)
-
-
-def item_of_row(row: Process) -> Item:
-    return Item(row.key, row.node_name, row.role, row.pid_file, row.log_path, row.health_url or None)
-
-
-def stage_rank(role: str) -> int:
-    return ROLE_ORDER.index(role) if role in ROLE_ORDER else len(ROLE_ORDER)
 
 
 class DeploymentRun:
@@ -246,59 +219,6 @@ class DeploymentRun:
         for node in dict.fromkeys(p.node for p in self.started):
             if node not in self.failed_nodes:
                 self.ctx.node_state(node, NodeStepState.SKIPPED, f"{reason}: what this job started here was stopped")
-
-    # --- health ------------------------------------------------------------------------------------------
-    def wait_healthy(self, procs: list[PlannedProcess]) -> None:
-        timeout = self.options.health_timeout
-        pending = {p.key: p for p in procs if p.health_url}
-        if not pending:
-            return
-        self.ctx.step(f"waiting up to {timeout}s for {len(pending)} processes to answer their health check")
-        deadline = time.monotonic() + timeout
-        delay = 0.1
-        while pending:
-            self.ctx.check_cancel()
-            items = [item_of(p) for p in pending.values()]
-            for key, (state, pid, healthy) in self.states(items, probe=True).items():
-                p = pending[key]
-                if state != "running":
-                    detail = f"exited before it became healthy ({state}{f' pid {pid}' if pid else ''})"
-                    self.mark(key, ProcessState.FAILED, detail)
-                    self.fail(p.node, f"step 'wait healthy' failed on {p.node}: {p.key} {detail}", item=item_of(p))
-                if healthy:
-                    del pending[key]
-                    self.ctx.log(f"{key} healthy ({p.health_url})", node=p.node)
-                    self.progress(p.node, f"{key} healthy")
-            if pending and time.monotonic() > deadline:
-                first = next(iter(pending.values()))
-                self.mark(first.key, ProcessState.FAILED, f"not healthy after {timeout}s")
-                self.fail(first.node, f"step 'wait healthy' timed out on {first.node}: {', '.join(pending)} did "
-                          f"not answer {first.health_url} within {timeout}s", item=item_of(first))
-            if pending:
-                time.sleep(delay)
-                delay = min(delay * 1.5, 0.5)
-
-    def probe(self, proxy: PlannedProcess) -> str:
-        model = self.spec.model.served_name
-        self.ctx.step(f"probe: one /v1/completions request for {model} through the proxy", node=proxy.node)
-        command = remote.completion_probe_command(address=proxy.address, port=proxy.ports[0], model=model)
-        deadline = time.monotonic() + PROBE_ATTEMPTS_SECONDS
-        while True:
-            self.ctx.check_cancel()
-            result = self.fleet.run(proxy.node, command, timeout=90)
-            code, body = remote.split_http(result.stdout)
-            if result.ok and code == 200:
-                try:
-                    text = json.loads(body)["choices"][0]["text"]
-                except (ValueError, KeyError, IndexError, TypeError):
-                    self.fail(proxy.node, f"step 'probe' on {proxy.node}: the proxy answered 200 but not a completion: "
-                              f"{body[:300]}")
-                self.progress(proxy.node, "probe answered")
-                return text
-            if time.monotonic() > deadline:
-                self.fail(proxy.node, f"step 'probe' failed on {proxy.node}: HTTP {code or 'none'} "
-                          f"{(body or result.stderr).strip()[:300]}", item=item_of(proxy))
-            time.sleep(1)
 
     def done(self, nodes, message: str = "done") -> None:
         for n in dict.fromkeys(nodes):

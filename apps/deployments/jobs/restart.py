@@ -11,7 +11,9 @@ from apps.jobs.registry import job_handler
 from sshexec import probe_commands as remote
 
 from ..topology import PlannedProcess, admin_header_path
-from .deployment_run import DeploymentRun, guarded, item_of
+from .deployment_run import DeploymentRun, guarded
+from .health_gate import wait_healthy
+from .run_items import item_of
 
 
 @job_handler(JobKind.RESTART)
@@ -68,7 +70,7 @@ def _restart(run: DeploymentRun, instances: list[str]) -> None:
                                                                     for i, why in failures))
         run.started = []  # a failure from here on stops this instance's new processes only
         run.start(group)
-        run.wait_healthy(group)
+        wait_healthy(run, group)
         if proxy_up:
             for p in group:
                 _proxy_admin(run, proxy, p, "undrain")

@@ -10,7 +10,8 @@ from apps.jobs.context import JobContext, JobFailed
 from apps.jobs.registry import job_handler
 
 from ..choices import ProcessState
-from .deployment_run import DeploymentRun, item_of, item_of_row
+from .deployment_run import DeploymentRun
+from .run_items import item_of, item_of_row
 
 
 @job_handler(JobKind.STOP)
