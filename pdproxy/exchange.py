@@ -78,7 +78,7 @@ class Exchange:
         leg = self.prefill_leg
         leg.last = None  # a Prefill run answers with its own last failure; the Decode's outlives re-prefills
         t0 = time.perf_counter()
-        served = await leg.serve(self, partial(prefill_body, body, self.fast), rid)
+        served = await leg.serve(self, prefill_body(body, self.fast), rid)
         metrics = self.flow.metrics
         metrics.observe(metrics.prefill_duration, self.endpoint, time.perf_counter() - t0)
         return served
@@ -93,7 +93,7 @@ class Exchange:
             leg_rid = rid if attempt == 0 else f"{rid}-r{attempt}"
             p, kv, tokens = await self.prefill(body, leg_rid)
             self.decode_leg.kv_from = (p, tokens)
-            payload = partial(decode_body, raw, body, kv, self.fast and self.kv_fast)
+            payload = decode_body(raw, body, kv, self.fast and self.kv_fast)
             try:
                 return await self.decode_leg.serve(self, payload, leg_rid, use)
             except NeedPrefill as exc:

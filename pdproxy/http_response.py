@@ -7,11 +7,12 @@ from http import HTTPStatus
 
 from .errors import error_body
 
-_REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
+_STATUS_LINES = {s.value: b"HTTP/1.1 %d %b\r\n" % (s.value, s.phrase.encode()) for s in HTTPStatus}
 
 
 def status_line(status: int) -> bytes:
-    return b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))
+    line = _STATUS_LINES.get(status)
+    return line if line is not None else b"HTTP/1.1 %d Unknown\r\n" % status
 
 
 class ResponseWriter:

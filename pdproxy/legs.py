@@ -43,13 +43,14 @@ class Leg:
     role = ""
     timeout_error_type = "GatewayTimeoutError"  # OpenAI error type of the 504 an exhausted leg ends with
 
-    __slots__ = ("pool", "tried", "attempts", "last")
+    __slots__ = ("pool", "tried", "attempts", "last", "kv_from")
 
     def __init__(self, pool: BackendPool):
         self.pool = pool
         self.tried: set[Backend] = set()  # not to be picked again for this request
         self.attempts = 0
         self.last: tuple[str, str] | None = None  # (reason, kind) of the last failure
+        self.kv_from: tuple[Backend, int] | None = None  # Decode: the Prefill whose KV it carries, prompt tokens
 
     def excludes(self, failure: LegFailure) -> bool:
         return True
@@ -58,14 +59,14 @@ class Leg:
         return False
 
     async def judge(self, ex, lease: BackendLease):
-        """Read and check a 2xx-or-not answer whose head has come; raise LegFailure, Answer or BackendError."""
+        """Read and check an answer whose head has come: return what the leg's caller needs, or raise
+        LegFailure or BackendError (another instance may do better) or Answer (the client is told)."""
         raise NotImplementedError
 
-    async def serve(self, ex, make_payload, rid: str, use=None):
+    async def serve(self, ex, payload: bytes, rid: str, use=None):
         """Attempts until an instance answers 2xx; returns what judge() made of the answer, or, with `use`,
         use(lease, judged): it runs while that instance is still leased and nothing it raises is retried."""
         flow = ex.flow
-        payload = None
         while self.attempts <= flow.cfg.max_retries:
             b = flow.pick(self.role, ex, self.tried)
             if b is None:
@@ -73,8 +74,6 @@ class Leg:
             if self.attempts:
                 flow.metrics.retry(self.role)
             self.attempts += 1
-            if payload is None:
-                payload = make_payload()
             request = build_request(b"POST", ex.path, b.host_header, payload, ex.headers(rid))
             async with BackendLease(b, ex.load) as lease:
                 try:
@@ -149,11 +148,7 @@ class DecodeLeg(Leg):
 
     role = "decode"
     timeout_error_type = "BadGatewayError"  # what the Decode leg has always answered its 504 with
-    __slots__ = ("kv_from",)
-
-    def __init__(self, pool: BackendPool):
-        super().__init__(pool)
-        self.kv_from: tuple[Backend, int] | None = None  # the Prefill whose KV this leg carries, prompt tokens
+    __slots__ = ()
 
     def excludes(self, failure: LegFailure) -> bool:
         # a Decode's 5xx is often the Prefill's fault (it died holding the KV): the re-prefill may use any

@@ -52,8 +52,8 @@ def _pin(cpus):
     return lambda: os.sched_setaffinity(0, cpus)
 
 
-def spawn(argv, prefix, cpus):
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
+def spawn(argv, prefix, cpus, cwd=ROOT):
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=cwd,
                             start_new_session=True, preexec_fn=_pin(cpus))
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:

@@ -1,0 +1,87 @@
+"""Proxy CPU per request of two checkouts, side by side: the same fake backends, both proxies pinned to the same
+CPU and loaded in alternating short bursts (A B B A ...), so that other work on the machine weighs on both
+alike. For a change that should not cost speed, when run.py's sequential runs are too noisy to tell.
+
+    .venv/bin/python bench/proxy/compare.py --base /tmp/proxy-base      # base = a `git worktree` checkout
+
+Prints, per mode and concurrency, the median proxy CPU ms/request (utime + stime from /proc, warm-up
+included) and p50 latency of each side, and this checkout's CPU as a fraction of the base's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import PY, ROOT, cpu_plan, cpu_seconds, load, spawn  # noqa: E402
+
+
+def start_proxy(checkout: Path, p_addr: str, d_addr: str, cpus):
+    argv = [PY, "-m", "pdproxy", "--host", "127.0.0.1", "--port", "0", "--prefill", p_addr, "--decode", d_addr,
+            "--log-level", "WARNING"]
+    proc, line = spawn(argv, "pdproxy listening", cpus, cwd=checkout)  # `-m` imports the checkout it starts in
+    return proc, line.rsplit("//", 1)[1]
+
+
+def burst(proxy, addr, stream, c, seconds, backends, cpus) -> dict:
+    cpu0 = cpu_seconds(proxy.pid)
+    out = load("proxy", c, stream, seconds, {**backends, "proxy": addr}, cpus)
+    out["cpu_ms"] = (cpu_seconds(proxy.pid) - cpu0) / out["all_requests"] * 1e3
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", required=True, help="root of the checkout to compare with (holds pdproxy/)")
+    ap.add_argument("--seconds", type=float, default=0.7, help="measured seconds per burst (plus 0.3 s warm-up)")
+    ap.add_argument("--rounds", type=int, default=4, help="A B B A rounds per cell (2 bursts per side each)")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    args = ap.parse_args()
+    proxy_cpus, rest_cpus, plan = cpu_plan()
+    base = Path(args.base).resolve()
+    procs = []
+    try:
+        fake = str(ROOT / "tests/pdproxy/fake_backend.py")
+        p, line = spawn([PY, fake, "--name", "p", "--no-record"], "PORT", rest_cpus)
+        d, dline = spawn([PY, fake, "--name", "d", "--no-record", "--chunks", "16"], "PORT", rest_cpus)
+        procs += [p, d]
+        backends = {"prefill": f"127.0.0.1:{line.split()[1]}", "decode": f"127.0.0.1:{dline.split()[1]}"}
+        sides = {}
+        for name, checkout in (("base", base), ("this", ROOT)):
+            proc, addr = start_proxy(checkout, backends["prefill"], backends["decode"], proxy_cpus)
+            procs.append(proc)
+            sides[name] = (proc, addr)
+        print(f"# {plan}; both proxies on the proxy CPU; {args.rounds} x ABBA bursts of {args.seconds:g} s; "
+              f"load average {os.getloadavg()[0]:.2f} at start")
+        print(f"{'mode':<10}{'c':>4} | {'base CPU ms/req':>15} {'this CPU ms/req':>15} {'this/base':>9} | "
+              f"{'base p50 ms':>11} {'this p50 ms':>11} | errors")
+        for stream in (False, True):
+            for c in args.concurrency:
+                runs = {"base": [], "this": []}
+                for _ in range(args.rounds):
+                    for name in ("base", "this", "this", "base"):
+                        runs[name].append(burst(*sides[name], stream, c, args.seconds, backends, rest_cpus))
+                cpu = {k: statistics.median(r["cpu_ms"] for r in v) for k, v in runs.items()}
+                p50 = {k: statistics.median(r["p50_ms"] for r in v) for k, v in runs.items()}
+                errors = sum(r["errors"] for v in runs.values() for r in v)
+                print(f"{'stream' if stream else 'non-strm':<10}{c:>4} | {cpu['base']:>15.3f} {cpu['this']:>15.3f} "
+                      f"{cpu['this'] / cpu['base']:>9.3f} | {p50['base']:>11.2f} {p50['this']:>11.2f} | {errors}",
+                      flush=True)
+        print(f"# load average {os.getloadavg()[0]:.2f} at end")
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+
+
+if __name__ == "__main__":
+    t0 = time.monotonic()
+    main()
+    print(f"# took {time.monotonic() - t0:.0f} s")
