@@ -60,7 +60,8 @@ class ConnectionLease:
         """The rest of the answer; its connection then goes back to the idle pool."""
         conn = self.conn
         body = await conn.read_body(timeout)
-        self.done()
+        self.conn = None
+        self.backend.return_connection(conn)
         return body
 
     def done(self):

@@ -126,31 +126,35 @@ def main():
                     vias.append(via)
                 rows.append((stream, c, _median_run(directs), _median_run(vias)))
                 print(f"  done stream={stream} c={c}", file=sys.stderr, flush=True)
-        load1 = os.getloadavg()
-        print(f"# pdproxy bench: {args.seconds:g} s per run, median of {args.repeat} (direct/proxy interleaved); "
-              f"{os.cpu_count()} CPUs; {plan}")
-        print(f"# load average at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, at end "
-              f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} (other work on the machine skews latency, "
-              f"far less the proxy CPU/request from /proc/<pid>/stat utime+stime); "
-              f"took {time.monotonic() - t_start:.0f} s")
-        hdr = (f"{'mode':<10}{'c':>4} | {'direct p50/p99 ms':>18} | {'proxy p50/p99 ms':>17} | "
-               f"{'added p50/p99 ms':>17} | {'direct rps':>10} {'proxy rps':>10} {'ratio':>6} | "
-               f"{'proxy CPU ms/req':>16} | {'p99/p50':>7} | errors")
-        print(hdr)
-        print("-" * len(hdr))
-        for stream, c, direct, via in rows:
-            print(f"{'stream' if stream else 'non-strm':<10}{c:>4} | "
-                  f"{direct['p50_ms']:>8.2f} / {direct['p99_ms']:>7.2f} | "
-                  f"{via['p50_ms']:>7.2f} / {via['p99_ms']:>7.2f} | "
-                  f"{via['p50_ms'] - direct['p50_ms']:>+7.2f} / {via['p99_ms'] - direct['p99_ms']:>+7.2f} | "
-                  f"{direct['rps']:>10.0f} {via['rps']:>10.0f} {via['rps'] / direct['rps']:>6.2f} | "
-                  f"{via['cpu_ms']:>16.3f} | {via['p99_ms'] / via['p50_ms']:>7.2f} | "
-                  f"{direct['errors'] + via['errors']}")
+        print_table(args, plan, load0, t_start, rows)
     finally:
         for proc in procs:
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(5)
+
+
+def print_table(args, plan: str, load0, t_start: float, rows: list):
+    load1 = os.getloadavg()
+    print(f"# pdproxy bench: {args.seconds:g} s per run, median of {args.repeat} (direct/proxy interleaved); "
+          f"{os.cpu_count()} CPUs; {plan}")
+    print(f"# load average at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, at end "
+          f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} (other work on the machine skews latency, "
+          f"far less the proxy CPU/request from /proc/<pid>/stat utime+stime); "
+          f"took {time.monotonic() - t_start:.0f} s")
+    hdr = (f"{'mode':<10}{'c':>4} | {'direct p50/p99 ms':>18} | {'proxy p50/p99 ms':>17} | "
+           f"{'added p50/p99 ms':>17} | {'direct rps':>10} {'proxy rps':>10} {'ratio':>6} | "
+           f"{'proxy CPU ms/req':>16} | {'p99/p50':>7} | errors")
+    print(hdr)
+    print("-" * len(hdr))
+    for stream, c, direct, via in rows:
+        print(f"{'stream' if stream else 'non-strm':<10}{c:>4} | "
+              f"{direct['p50_ms']:>8.2f} / {direct['p99_ms']:>7.2f} | "
+              f"{via['p50_ms']:>7.2f} / {via['p99_ms']:>7.2f} | "
+              f"{via['p50_ms'] - direct['p50_ms']:>+7.2f} / {via['p99_ms'] - direct['p99_ms']:>+7.2f} | "
+              f"{direct['rps']:>10.0f} {via['rps']:>10.0f} {via['rps'] / direct['rps']:>6.2f} | "
+              f"{via['cpu_ms']:>16.3f} | {via['p99_ms'] / via['p50_ms']:>7.2f} | "
+              f"{direct['errors'] + via['errors']}")
 
 
 if __name__ == "__main__":

@@ -113,32 +113,16 @@ class Conn(asyncio.Protocol):
         self.transport.write(_head(status, ctype, len(body)) + body)
 
     async def handle(self, method, url, headers, raw):
-        st = self.st
         path = url.split("?")[0]
-        if path == "/health":
-            if st.fault.get("health", "ok") == "fail":
-                return self.send(503, b'{"status":"unhealthy"}')
-            return self.send(200, b"")
-        if path == "/v1/models":
-            return self.send(200, json.dumps({"object": "list", "data": [
-                {"id": MODEL, "object": "model", "owned_by": "vllm", "root": MODEL}]}).encode())
-        if path == "/_fault":
-            st.fault = json.loads(raw or b"{}")
-            return self.send(200, b"{}")
-        if path == "/_stats":
-            return self.send(200, json.dumps({"name": st.name, "counts": st.counts,
-                                              "requests": st.records}).encode())
-        if path == "/_reset":
-            st.records.clear()
-            st.counts = {"prefill": 0, "decode": 0, "other": 0}
-            st.fault = {"mode": "ok"}
-            return self.send(200, b"{}")
+        if path in ("/health", "/v1/models", "/_fault", "/_stats", "/_reset"):
+            return self.control(path, raw)
         if path not in ("/v1/completions", "/v1/chat/completions"):
             return self.send(404, _err(404, f"no route {path}", "NotFoundError"))
         try:
             body = json.loads(raw)
         except ValueError:
             return self.send(400, _err(400, "bad json", "BadRequestError"))
+        st = self.st
         kv = body.get("kv_transfer_params") or {}
         leg = "prefill" if kv.get("do_remote_decode") else ("decode" if kv.get("do_remote_prefill") else "other")
         st.counts[leg] += 1
@@ -152,74 +136,113 @@ class Conn(asyncio.Protocol):
                                "prompt": body.get("prompt"), "messages": body.get("messages"),
                                "t": time.time()})
         fault = st.take_fault(leg)
-        mode = fault.get("mode", "ok")
-        if mode == "close_port":
-            if st.server is not None:
-                st.server.close()
-            for c in list(st.conns):
-                c.transport.abort()
+        if fault.get("mode", "ok") != "ok" and await self.injected(fault):
             return
-        if mode == "hang":
-            await asyncio.sleep(3600)
-            return
-        if mode == "500":
-            return self.send(500, _err(500, "injected failure", "InternalServerError"))
-        if mode == "400":
-            return self.send(400, _err(400, "injected bad request", "BadRequestError"))
-        if mode == "garbage":
-            self.transport.write(b"this is not HTTP\r\n\r\n\x00\x01garbage")
-            self.transport.close()
-            return
-        if mode == "garbage_json":
-            return self.send(200, b"{not json at all")
-        if mode == "slow_first_byte":
-            await asyncio.sleep(float(fault.get("seconds", 1.0)))
         if body.get("model") != MODEL:
             return self.send(404, _err(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError"))
         prompt = body.get("prompt") if "prompt" in body else " ".join(
             str(m.get("content", "")) for m in body.get("messages") or [])
         prompt_tokens = len(str(prompt).split())
-        chat = path.endswith("chat/completions")
         if leg == "prefill":
-            out = {"id": f"cmpl-{rid}", "object": "text_completion", "model": MODEL,
-                   "choices": [{"index": 0, "text": "x", "finish_reason": "length"}],
-                   "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1,
-                             "total_tokens": prompt_tokens + 1},
-                   "kv_transfer_params": {"do_remote_prefill": True, "do_remote_decode": False,
-                                          "remote_engine_id": st.name, "remote_block_ids": [1, 2, 3],
-                                          "remote_host": "127.0.0.1", "remote_port": st.port,
-                                          "remote_request_id": rid}}
-            return self.send(200, json.dumps(out).encode())
+            return self.prefill_answer(rid, prompt_tokens)
         if leg != "decode":
             return self.send(400, _err(400, "decode leg without kv_transfer_params from a prefill",
                                        "BadRequestError"))
         n = body.get("max_tokens") or body.get("max_completion_tokens") or st.chunks
         n = min(int(n), st.chunks)
+        chat = path.endswith("chat/completions")
+        if not body.get("stream"):
+            return self.whole_answer(rid, chat, n, prompt_tokens, fault)
+        await self.stream_answer(rid, chat, n, fault)
+
+    def control(self, path: str, raw: bytes):
+        st = self.st
+        if path == "/health":
+            if st.fault.get("health", "ok") == "fail":
+                return self.send(503, b'{"status":"unhealthy"}')
+            return self.send(200, b"")
+        if path == "/v1/models":
+            return self.send(200, json.dumps({"object": "list", "data": [
+                {"id": MODEL, "object": "model", "owned_by": "vllm", "root": MODEL}]}).encode())
+        if path == "/_fault":
+            st.fault = json.loads(raw or b"{}")
+            return self.send(200, b"{}")
+        if path == "/_stats":
+            return self.send(200, json.dumps({"name": st.name, "counts": st.counts,
+                                              "requests": st.records}).encode())
+        st.records.clear()  # /_reset
+        st.counts = {"prefill": 0, "decode": 0, "other": 0}
+        st.fault = {"mode": "ok"}
+        return self.send(200, b"{}")
+
+    async def injected(self, fault: dict) -> bool:
+        """Play the fault's mode; True when that was the whole answer (or no answer at all)."""
+        mode = fault.get("mode", "ok")
+        if mode == "close_port":
+            if self.st.server is not None:
+                self.st.server.close()
+            for c in list(self.st.conns):
+                c.transport.abort()
+            return True
+        if mode == "hang":
+            await asyncio.sleep(3600)
+            return True
+        if mode == "500":
+            self.send(500, _err(500, "injected failure", "InternalServerError"))
+            return True
+        if mode == "400":
+            self.send(400, _err(400, "injected bad request", "BadRequestError"))
+            return True
+        if mode == "garbage":
+            self.transport.write(b"this is not HTTP\r\n\r\n\x00\x01garbage")
+            self.transport.close()
+            return True
+        if mode == "garbage_json":
+            self.send(200, b"{not json at all")
+            return True
+        if mode == "slow_first_byte":
+            await asyncio.sleep(float(fault.get("seconds", 1.0)))
+        return False
+
+    def prefill_answer(self, rid: str, prompt_tokens: int):
+        st = self.st
+        out = {"id": f"cmpl-{rid}", "object": "text_completion", "model": MODEL,
+               "choices": [{"index": 0, "text": "x", "finish_reason": "length"}],
+               "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1, "total_tokens": prompt_tokens + 1},
+               "kv_transfer_params": {"do_remote_prefill": True, "do_remote_decode": False,
+                                      "remote_engine_id": st.name, "remote_block_ids": [1, 2, 3],
+                                      "remote_host": "127.0.0.1", "remote_port": st.port,
+                                      "remote_request_id": rid}}
+        return self.send(200, json.dumps(out).encode())
+
+    def whole_answer(self, rid: str, chat: bool, n: int, prompt_tokens: int, fault: dict):
+        toks = [f"t{i} " for i in range(n)]
+        at = int(fault["n"]) if fault.get("mode") == "recompute_after" else -1
+        if at >= 0:
+            text, finish, stop, ntok = "".join(toks[:at]), "stop", "recomputed", at
+        else:
+            text, finish, stop, ntok = "".join(toks), "length", None, n
+        ch = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish,
+               "stop_reason": stop} if chat else
+              {"index": 0, "text": text, "finish_reason": finish, "stop_reason": stop})
+        out = {"id": f"cmpl-{rid}", "object": "chat.completion" if chat else "text_completion",
+               "model": MODEL, "choices": [ch], "served_by": self.st.name,
+               "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": ntok,
+                         "total_tokens": prompt_tokens + ntok}}
+        return self.send(200, json.dumps(out).encode())
+
+    async def stream_answer(self, rid: str, chat: bool, n: int, fault: dict):
+        st = self.st
+        mode = fault.get("mode")
         recompute_at = int(fault["n"]) if mode == "recompute_after" else -1
         cut_at = int(fault["n"]) if mode == "cut_after" else -1
-        toks = [f"t{i} " for i in range(n)]
-        if not body.get("stream"):
-            if recompute_at >= 0:
-                text, finish, stop, ntok = "".join(toks[:recompute_at]), "stop", "recomputed", recompute_at
-            else:
-                text, finish, stop, ntok = "".join(toks), "length", None, n
-            ch = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish,
-                   "stop_reason": stop} if chat else
-                  {"index": 0, "text": text, "finish_reason": finish, "stop_reason": stop})
-            out = {"id": f"cmpl-{rid}", "object": "chat.completion" if chat else "text_completion",
-                   "model": MODEL, "choices": [ch], "served_by": st.name,
-                   "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": ntok,
-                             "total_tokens": prompt_tokens + ntok}}
-            return self.send(200, json.dumps(out).encode())
         w = self.transport.write
         w(_head(200, b"text/event-stream", None, b"X-Served-By: %s\r\n" % st.name.encode()))
-        for i, tok in enumerate(toks):
+        for i in range(n):
             if i == cut_at:
                 self.transport.abort()
                 return
-            last = i == n - 1
-            stop = None
-            finish = "length" if last else None
+            tok, stop, finish = f"t{i} ", None, "length" if i == n - 1 else None
             if i == recompute_at:
                 tok, finish, stop = "", "stop", "recomputed"
             ch = ({"index": 0, "delta": {"content": tok}, "finish_reason": finish, "stop_reason": stop} if chat
