@@ -1,4 +1,4 @@
-"""The control plane's npu-smi parser (apps/inventory/npu_smi.py) reads every layout the emulator prints."""
+"""The control plane's npu-smi parser (apps/inventory/npu_smi/) reads every layout the emulator prints."""
 
 import os
 import subprocess
