@@ -14,7 +14,7 @@ def test_stop_starts_even_when_the_revision_no_longer_validates(api_client_for, 
     from apps.inventory.models import Node
     from apps.jobs import tasks
 
-    monkeypatch.setattr(tasks.run_job_task, "delay", lambda *a, **k: None)
+    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
     Node.objects.filter(cluster=deployment.cluster, name="node0").update(npu_count=8)  # p0 needs 16
     client = api_client_for("operator")
     assert client.post(f"/api/deployments/{deployment.pk}/deploy/", {}, format="json").status_code == 400

@@ -42,7 +42,7 @@ def no_celery(monkeypatch):
     """Jobs run where the test says (run_job in this process, a thread or a subprocess), never via the broker."""
     from apps.jobs import tasks
 
-    monkeypatch.setattr(tasks.run_job_task, "delay", lambda *a, **k: None)
+    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
 
 
 @pytest.fixture

@@ -94,7 +94,7 @@ def test_changes_are_audited_with_who_and_what(api_client_for, cluster, credenti
 def test_job_start_is_audited(api_client_for, node, django_capture_on_commit_callbacks, monkeypatch):
     from apps.jobs import tasks
 
-    monkeypatch.setattr(tasks.run_job_task, "delay", lambda job_id: None)
+    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
     with django_capture_on_commit_callbacks(execute=True):
         response = api_client_for("operator").post(f"/api/nodes/{node.pk}/discover/")
     assert response.status_code == 202
