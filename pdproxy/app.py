@@ -30,7 +30,7 @@ class ProxyApp:
         self.balancers = {}
         for role, pool in self.pools.items():
             inner = make_balancer(cfg.role_policy(role), pool, cfg.hash_load_factor)
-            self.balancers[role] = Sticky(inner, cfg.sticky_ttl)
+            self.balancers[role] = Sticky(inner, cfg.sticky_ttl) if cfg.sticky_header else inner
         self.metrics = Metrics(lambda: self.pools.values())
         self.limiter = RateLimiter(cfg.rate_limit, cfg.rate_burst, cfg.client_rate_limit, cfg.client_rate_burst)
         self.health = HealthChecker(list(self.pools.values()), cfg.health_path, cfg.health_interval,

@@ -6,7 +6,7 @@ import logging
 import time
 
 from .config import parse_address
-from .http_client import BackendError, ClientConnection, open_connection
+from .http_client import BackendError, ClientConnection
 
 log = logging.getLogger("pdproxy.backends")
 
@@ -47,14 +47,14 @@ class Backend:
                 "state_for_seconds": round(time.monotonic() - self.state_since, 3)}
 
     # connections (BackendLease / ConnectionLease hold them for one exchange)
-    async def take_connection(self, loop, connect_timeout: float) -> tuple[ClientConnection, bool]:
-        """An idle keep-alive connection (True: reused) or a new one (False)."""
+    def take_idle(self) -> ClientConnection | None:
+        """An idle keep-alive connection, or None (then the caller opens a new one)."""
         idle = self.idle
         while idle:
             conn = idle.pop()
             if not conn.closed:
-                return conn, True
-        return await open_connection(loop, self.host, self.port, connect_timeout), False
+                return conn
+        return None
 
     def return_connection(self, conn: ClientConnection):
         """Back to the idle pool when its answer was read whole and it may be reused, else closed."""

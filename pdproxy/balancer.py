@@ -27,7 +27,7 @@ class RoundRobin:
         self.pool = pool
         self.next = 0
 
-    def pick(self, key: str | None, exclude) -> Backend | None:
+    def pick(self, key: str | None, exclude, session: str | None = None) -> Backend | None:
         avail = self.pool.available()
         n = len(avail)
         for i in range(n):
@@ -46,7 +46,7 @@ class LeastConnections:
         self.pool = pool
         self.rot = 0
 
-    def pick(self, key: str | None, exclude) -> Backend | None:
+    def pick(self, key: str | None, exclude, session: str | None = None) -> Backend | None:
         avail = self.pool.available()
         n = len(avail)
         if n == 0:
@@ -86,7 +86,7 @@ class ConsistentHash:
         self.owners = [b for _, b in ring]
         self.version = self.pool.version
 
-    def pick(self, key: str | None, exclude) -> Backend | None:
+    def pick(self, key: str | None, exclude, session: str | None = None) -> Backend | None:
         if key is None:
             return self.fallback.pick(None, exclude)
         if self.version != self.pool.version:
@@ -111,7 +111,8 @@ class ConsistentHash:
 
 
 class Sticky:
-    """Remembers which instance served a session key; reuses it while it is healthy (TTL, bounded LRU)."""
+    """Remembers which instance served a session key; reuses it while it is healthy (TTL, bounded LRU). Only
+    wraps a policy when --sticky-header is set; the policies themselves take and ignore `session`."""
 
     def __init__(self, inner, ttl: float, max_entries: int = 100_000):
         self.inner = inner

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import os
 import time
-from functools import partial
 
-from .backend_pool import Backend
 from .errors import Answer
 from .http_client import BackendError
 from .leg_bodies import decode_body, prefill_body
-from .legs import DecodeLeg, NeedPrefill, PrefillLeg
+from .legs import DECODE, PREFILL, Leg, NeedPrefill
 from .sse_pipe import SsePipe
 
 
@@ -43,27 +41,28 @@ class Exchange:
         self.hkey = flow.hash_key(req, body)
         self.load = 1.0 + len(req.body) / 4096.0  # least_conn's weight of this request: ~ prompt tokens
         self.deadline = req.t0 + cfg.total_timeout
-        self.prefill_leg = PrefillLeg(flow.pools["prefill"])
-        self.decode_leg = DecodeLeg(flow.pools["decode"])
+        self.prefill_leg = Leg(flow.pools["prefill"], flow.balancers["prefill"], PREFILL)
+        self.decode_leg = Leg(flow.pools["decode"], flow.balancers["decode"], DECODE)
         self.ttft_seen = False
         auth = req.headers.get("authorization")
+        # the legs' Authorization: the client's, else --backend-api-key's (or $OPENAI_API_KEY's)
         self.auth = auth.encode("latin-1") if auth else flow.backend_auth
 
     def remaining(self) -> float:
         left = self.deadline - time.perf_counter()
         if left <= 0:
-            raise Answer(504, f"request exceeded the total timeout of {self.flow.cfg.total_timeout:g}s",
-                         "TimeoutError", "timeout")
+            raise self.timed_out()
         return left
 
     def first_byte_timeout(self) -> float:
-        return min(self.flow.cfg.first_byte_timeout, self.remaining())
+        left = self.deadline - time.perf_counter()
+        if left <= 0:
+            raise self.timed_out()
+        return min(self.flow.cfg.first_byte_timeout, left)
 
-    def headers(self, rid: str) -> list:
-        h = [(b"X-Request-Id", rid.encode())]
-        if self.auth:
-            h.append((b"Authorization", self.auth))
-        return h
+    def timed_out(self) -> Answer:
+        return Answer(504, f"request exceeded the total timeout of {self.flow.cfg.total_timeout:g}s",
+                      "TimeoutError", "timeout")
 
     def rid_header(self):
         return [(b"X-Request-Id", self.rid.encode())]
@@ -74,31 +73,28 @@ class Exchange:
             self.flow.metrics.observe(self.flow.metrics.ttft, self.endpoint, time.perf_counter() - self.req.t0)
 
     # the legs
-    async def prefill(self, body: dict, rid: str) -> tuple[Backend, dict, int]:
-        leg = self.prefill_leg
-        leg.last = None  # a Prefill run answers with its own last failure; the Decode's outlives re-prefills
-        t0 = time.perf_counter()
-        served = await leg.serve(self, prefill_body(body, self.fast), rid)
-        metrics = self.flow.metrics
-        metrics.observe(metrics.prefill_duration, self.endpoint, time.perf_counter() - t0)
-        return served
-
     async def through_pd(self, body: dict, rid: str, use):
         """Prefill then Decode, with retries. use(lease, decode_connection) reads the Decode's answer while
         that Decode is still leased; its result is returned."""
         max_retries = self.flow.cfg.max_retries
+        metrics = self.flow.metrics
+        prefill, decode = self.prefill_leg, self.decode_leg
         raw = self.req.body if body is self.body else None  # the client's bytes, spliced into the Decode's body
         attempt = 0
         while True:
             leg_rid = rid if attempt == 0 else f"{rid}-r{attempt}"
-            p, kv, tokens = await self.prefill(body, leg_rid)
-            self.decode_leg.kv_from = (p, tokens)
+            # a Prefill run answers with its own last failure; the Decode's outlives re-prefills
+            prefill.last = None
+            t0 = time.perf_counter()
+            p, kv, tokens = await prefill.serve(self, prefill_body(body, self.fast), leg_rid)
+            metrics.observe(metrics.prefill_duration, self.endpoint, time.perf_counter() - t0)
+            decode.kv_from = (p, tokens)
             payload = decode_body(raw, body, kv, self.fast and self.kv_fast)
             try:
-                return await self.decode_leg.serve(self, payload, leg_rid, use)
+                return await decode.serve(self, payload, leg_rid, use)
             except NeedPrefill as exc:
                 attempt += 1
-                if self.decode_leg.attempts > max_retries or self.prefill_leg.attempts > max_retries:
+                if decode.attempts > max_retries or prefill.attempts > max_retries:
                     raise self.retries_spent(str(exc)) from None
 
     def retries_spent(self, last: str) -> Answer:
@@ -109,10 +105,10 @@ class Exchange:
 
     # the answer
     async def run(self):
-        """The whole request. What must wait until the Decode is released (sending a whole answer after its
-        recompute continuation, a stream's continuation) comes back from through_pd as `after`."""
+        """The whole request. The Decode's answer is streamed, or read whole, while that Decode is leased
+        (forward); a whole answer is sent, and a recomputed stream continued, once it has been released."""
         try:
-            after = await self.through_pd(self.body, self.rid, self.forward)
+            answer = await self.through_pd(self.body, self.rid, self.forward)
         except Answer as ans:
             self.flow.metrics.error(ans.cause)
             if ans.body is not None:
@@ -120,31 +116,29 @@ class Exchange:
             else:
                 self.conn.send_error(ans.status, ans.message, ans.err_type, self.rid_header())
             return
-        if after is not None:
-            await after()
-        self.conn.end_stream()  # a stream no continuation ended (a no-op otherwise)
+        if answer.__class__ is SsePipe:
+            if answer.recomputed is not None:
+                await self.flow.recompute.stream(self, self.body, answer.kept, answer.recomputed, 0)
+            self.conn.end_stream()  # when no continuation did
+        elif answer is not None:
+            raw, ctype = answer
+            if self.flow.cfg.recompute and b"recomputed" in raw:
+                raw = await self.flow.recompute.whole(self, raw)
+            self.mark_first_byte()
+            self.conn.send_response(200, raw, ctype, self.rid_header())
 
     async def forward(self, lease, dconn):
-        """The first Decode's answer, while it is leased: streamed to the client, or read whole."""
+        """The first Decode's answer while it is leased: its events streamed to the client (returns the
+        SsePipe), or its body read whole (returns (body, content type)). None: it broke off, the client has
+        been told."""
         ctype = dconn.headers.get("content-type", b"application/json")
         if self.stream and ctype.startswith(b"text/event-stream"):
             self.conn.start_stream(200, ctype, self.rid_header())
-            return await self.forward_events(self.body, 0, lease, dconn)
-        raw = await self.read_whole(lease)
-        return None if raw is None else partial(self.send_whole, raw, ctype)
-
-    async def forward_events(self, body: dict, depth: int, lease, dconn):
-        """SSE events to the client; returns the recompute continuation to run once the Decode is released."""
-        recompute = self.flow.recompute
-        sp = SsePipe(self, dconn, recompute if self.flow.cfg.recompute else None)
-        if not await sp.run(lease) or sp.recomputed is None:
-            return None
-        return partial(recompute.stream, self, body, sp.kept, sp.recomputed, depth)
-
-    async def read_whole(self, lease) -> bytes | None:
-        """The Decode's whole answer; None when it broke off (the client has been told)."""
+            return await self.pipe(lease, dconn)
         try:
-            return await lease.read_whole(self.remaining())
+            raw = await dconn.read_body(self.remaining())
+            lease.done()
+            return raw, ctype
         except BackendError as exc:
             d = lease.backend
             self.flow.pools["decode"].report_failure(d, exc)
@@ -154,11 +148,11 @@ class Exchange:
                                  self.rid_header())
             return None
 
-    async def read_rest(self, lease, dconn) -> bytes:
-        return await lease.read_whole(self.remaining())
+    # `use` callbacks of through_pd that only hand back a coroutine (no coroutine of their own on the hot path)
+    def pipe(self, lease, dconn):
+        """The Decode's SSE events to the client: the SsePipe, or None when the stream broke."""
+        return SsePipe(self, dconn, self.flow.recompute if self.flow.cfg.recompute else None).run(lease)
 
-    async def send_whole(self, raw: bytes, ctype: bytes):
-        if self.flow.cfg.recompute and b"recomputed" in raw:
-            raw = await self.flow.recompute.whole(self, raw)
-        self.mark_first_byte()
-        self.conn.send_response(200, raw, ctype, self.rid_header())
+    def read_rest(self, lease, dconn):
+        """The Decode's body, read whole."""
+        return lease.read_whole(self.remaining())

@@ -1,8 +1,9 @@
 """The Prefill and Decode legs of one client request, and the one retry loop both go through (Leg.serve).
 
 A leg goes to one instance after another until one answers 2xx, within --max-retries extra attempts per role
-over the whole request (re-prefills and recompute continuations included). What differs between the legs:
-- the pool, and how an answer is read and judged (judge);
+over the whole request (re-prefills and recompute continuations included). What differs between the legs is
+data, a LegRules (PREFILL, DECODE):
+- the role (which pool and balancer), and how an answer is read and judged (judge);
 - whether an instance that failed may be tried again for this request (excludes);
 - whether a failure may have used up the KV the Prefill made (loses_kv): a Decode that got the request may
   have pulled and freed it, so going on needs a new Prefill (NeedPrefill). A Decode that refused the
@@ -13,12 +14,17 @@ does not catch.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
 from .backend_pool import Backend, BackendPool
 from .errors import Answer
-from .http_client import BackendError, build_request
+from .http_client import BackendError, build_post
 from .jsonfast import loads
 from .lease import BackendLease
 from .leg_bodies import snippet
+
+_NONE_TRIED = frozenset()  # until the first failure: no set made per leg
 
 
 class NeedPrefill(Exception):
@@ -37,48 +43,52 @@ class LegFailure(Exception):
         self.status = status
 
 
+@dataclass(frozen=True)
+class LegRules:
+    """What differs between the Prefill and the Decode leg (see the module docstring)."""
+
+    role: str
+    judge: Callable[..., Awaitable]  # judge(leg, exchange, lease): read and check an answer whose head came
+    excludes: Callable[[LegFailure], bool]
+    loses_kv: Callable[[LegFailure], bool]
+    timeout_error_type: str  # OpenAI error type of the 504 an exhausted leg ends with
+
+
 class Leg:
-    """One role's attempts for one client request."""
+    """One role's attempts for one client request. One class for both roles (the rules are data), which also
+    keeps the retry loop's attribute accesses monomorphic for the interpreter."""
 
-    role = ""
-    timeout_error_type = "GatewayTimeoutError"  # OpenAI error type of the 504 an exhausted leg ends with
+    __slots__ = ("rules", "role", "pool", "balancer", "tried", "attempts", "last", "kv_from")
 
-    __slots__ = ("pool", "tried", "attempts", "last", "kv_from")
-
-    def __init__(self, pool: BackendPool):
+    def __init__(self, pool: BackendPool, balancer, rules: LegRules):
+        self.rules = rules
+        self.role = rules.role
         self.pool = pool
-        self.tried: set[Backend] = set()  # not to be picked again for this request
+        self.balancer = balancer
+        self.tried: frozenset | set[Backend] = _NONE_TRIED  # not to be picked again for this request
         self.attempts = 0
         self.last: tuple[str, str] | None = None  # (reason, kind) of the last failure
         self.kv_from: tuple[Backend, int] | None = None  # Decode: the Prefill whose KV it carries, prompt tokens
 
-    def excludes(self, failure: LegFailure) -> bool:
-        return True
-
-    def loses_kv(self, failure: LegFailure) -> bool:
-        return False
-
-    async def judge(self, ex, lease: BackendLease):
-        """Read and check an answer whose head has come: return what the leg's caller needs, or raise
-        LegFailure or BackendError (another instance may do better) or Answer (the client is told)."""
-        raise NotImplementedError
-
     async def serve(self, ex, payload: bytes, rid: str, use=None):
-        """Attempts until an instance answers 2xx; returns what judge() made of the answer, or, with `use`,
-        use(lease, judged): it runs while that instance is still leased and nothing it raises is retried."""
+        """Attempts until an instance answers 2xx; returns what the rules' judge made of the answer, or, with
+        `use`, use(lease, judged): it runs while that instance is still leased and nothing it raises is
+        retried."""
         flow = ex.flow
+        judge = self.rules.judge
         while self.attempts <= flow.cfg.max_retries:
-            b = flow.pick(self.role, ex, self.tried)
+            b = self.balancer.pick(ex.hkey, self.tried, ex.session)
             if b is None:
                 break
             if self.attempts:
                 flow.metrics.retry(self.role)
             self.attempts += 1
-            request = build_request(b"POST", ex.path, b.host_header, payload, ex.headers(rid))
-            async with BackendLease(b, ex.load) as lease:
+            request = build_post(ex.path, b.host_header, payload, rid.encode(), ex.auth)
+            lease = BackendLease(b, ex.load)
+            async with lease:
                 try:
                     await lease.send(flow.loop, flow.cfg.connect_timeout, request, ex.first_byte_timeout)
-                    judged = await self.judge(ex, lease)
+                    judged = await judge(self, ex, lease)
                 except BackendError as exc:
                     failure = LegFailure(exc.kind, f"{self.role} {b.addr}: {exc.reason}", error=exc)
                 except LegFailure as exc:
@@ -94,9 +104,11 @@ class Leg:
         self.pool.report_failure(b, failure.error, failure.status)
         metrics.backend(self.role, b.addr, failure.kind)
         self.last = (failure.reason, failure.kind)
-        if self.excludes(failure):
+        if self.rules.excludes(failure):
+            if self.tried is _NONE_TRIED:
+                self.tried = set()
             self.tried.add(b)
-        if self.loses_kv(failure):
+        if self.rules.loses_kv(failure):
             raise NeedPrefill(failure.reason)
 
     def exhausted(self) -> Answer:
@@ -105,7 +117,7 @@ class Leg:
         reason, kind = self.last
         timeout = kind == "timeout"
         return Answer(504 if timeout else 502, f"no {self.role} instance could serve the request; last error: "
-                      f"{reason}", self.timeout_error_type if timeout else "BadGatewayError",
+                      f"{reason}", self.rules.timeout_error_type if timeout else "BadGatewayError",
                       f"{self.role}_{kind}")
 
     def refused(self, ex, b: Backend, conn, raw: bytes):
@@ -119,53 +131,47 @@ class Leg:
                      content_type=conn.headers.get("content-type", b"application/json"))
 
 
-class PrefillLeg(Leg):
+async def judge_prefill(leg: Leg, ex, lease: BackendLease) -> tuple[Backend, dict, int]:
     """The answer is read whole; judged: (instance, kv_transfer_params, prompt tokens)."""
-
-    role = "prefill"
-    __slots__ = ()
-
-    async def judge(self, ex, lease: BackendLease) -> tuple[Backend, dict, int]:
-        b, conn = lease.backend, lease.conn
-        raw = await lease.read_whole(ex.remaining())
-        if conn.status >= 400:
-            self.refused(ex, b, conn, raw)
-        try:
-            answer, ex.kv_fast = loads(raw)
-            kv = answer["kv_transfer_params"]
-            if not isinstance(kv, dict):
-                raise TypeError("kv_transfer_params is not an object")
-        except (ValueError, KeyError, TypeError) as exc:
-            raise LegFailure("garbage", f"prefill {b.addr} answered 200 without usable kv_transfer_params "
-                             f"({type(exc).__name__}: {exc}): {snippet(raw)}", status=502) from None
-        usage = answer.get("usage") or {}
-        tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else 0
-        return b, kv, tokens if isinstance(tokens, int) else 0
+    b, conn = lease.backend, lease.conn
+    raw = await conn.read_body(ex.remaining())
+    lease.done()
+    if conn.status >= 400:
+        leg.refused(ex, b, conn, raw)
+    try:
+        answer, ex.kv_fast = loads(raw)
+        kv = answer["kv_transfer_params"]
+        if not isinstance(kv, dict):
+            raise TypeError("kv_transfer_params is not an object")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LegFailure("garbage", f"prefill {b.addr} answered 200 without usable kv_transfer_params "
+                         f"({type(exc).__name__}: {exc}): {snippet(raw)}", status=502) from None
+    usage = answer.get("usage") or {}
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else 0
+    return b, kv, tokens if isinstance(tokens, int) else 0
 
 
-class DecodeLeg(Leg):
+async def judge_decode(leg: Leg, ex, lease: BackendLease):
     """Only the head is read; judged: the open connection, its body still to come (see Leg.serve's `use`)."""
+    b, conn = lease.backend, lease.conn
+    if conn.status >= 400:
+        try:
+            raw = await lease.read_whole(min(5.0, ex.remaining()))
+        except BackendError:
+            raw = b""
+        leg.refused(ex, b, conn, raw)
+    p, prompt_tokens = leg.kv_from
+    ex.flow.metrics.edge(p.addr, b.addr, prompt_tokens)
+    return conn
 
-    role = "decode"
-    timeout_error_type = "BadGatewayError"  # what the Decode leg has always answered its 504 with
-    __slots__ = ()
 
-    def excludes(self, failure: LegFailure) -> bool:
-        # a Decode's 5xx is often the Prefill's fault (it died holding the KV): the re-prefill may use any
-        # Decode, within the retry budget
-        return failure.kind != "5xx"
-
-    def loses_kv(self, failure: LegFailure) -> bool:
-        return failure.kind != "connect"
-
-    async def judge(self, ex, lease: BackendLease):
-        b, conn = lease.backend, lease.conn
-        if conn.status >= 400:
-            try:
-                raw = await lease.read_whole(min(5.0, ex.remaining()))
-            except BackendError:
-                raw = b""
-            self.refused(ex, b, conn, raw)
-        p, prompt_tokens = self.kv_from
-        ex.flow.metrics.edge(p.addr, b.addr, prompt_tokens)
-        return conn
+PREFILL = LegRules("prefill", judge_prefill, excludes=lambda failure: True, loses_kv=lambda failure: False,
+                   timeout_error_type="GatewayTimeoutError")
+DECODE = LegRules(
+    "decode", judge_decode,
+    # a Decode's 5xx is often the Prefill's fault (it died holding the KV): the re-prefill may use any Decode,
+    # within the retry budget
+    excludes=lambda failure: failure.kind != "5xx",
+    loses_kv=lambda failure: failure.kind != "connect",
+    timeout_error_type="BadGatewayError",  # what the Decode leg has always answered its 504 with
+)

@@ -157,15 +157,25 @@ class Metrics:
                                     self.edge_prompt_tokens, self.recomputes, self.rate_limited]))
         r.register(_BackendCollector(pools))
 
-    # the hot path's calls: each adds to a label child the family caches, keyed by the label values
+    # The hot path's calls: each adds to a label child the family caches, keyed by the label values. The
+    # per-request ones look the child up themselves (labels() only makes a missing one): a Python call less
+    # per count, and a request makes about ten.
     def request(self, endpoint: str, code: int):
-        self.requests.labels(endpoint, str(code)).value += 1
+        key = (endpoint, str(code))
+        child = self.requests.children.get(key)
+        if child is None:
+            child = self.requests.labels(*key)
+        child.value += 1
 
     def error(self, cause: str):
         self.errors.labels(cause).value += 1
 
     def backend(self, role: str, addr: str, outcome: str):
-        self.backend_requests.labels(role, addr, outcome).value += 1
+        key = (role, addr, outcome)
+        child = self.backend_requests.children.get(key)
+        if child is None:
+            child = self.backend_requests.labels(*key)
+        child.value += 1
 
     def retry(self, role: str):
         self.retries.labels(role).value += 1
@@ -177,12 +187,20 @@ class Metrics:
         self.recomputes.inc()
 
     def edge(self, prefill: str, decode: str, prompt_tokens: int):
-        self.edge_requests.labels(prefill, decode).value += 1
+        key = (prefill, decode)
+        child = self.edge_requests.children.get(key)
+        if child is None:
+            child = self.edge_requests.labels(*key)
+        child.value += 1
         if prompt_tokens:
-            self.edge_prompt_tokens.labels(prefill, decode).value += prompt_tokens
+            self.edge_prompt_tokens.labels(*key).value += prompt_tokens
 
-    def observe(self, metric, endpoint: str, seconds: float):
-        metric.labels(endpoint).observe(seconds)
+    def observe(self, metric: LocalHistogram, endpoint: str, seconds: float):
+        child = metric.children.get((endpoint,))
+        if child is None:
+            child = metric.labels(endpoint)
+        child.counts[bisect_left(child.bounds, seconds)] += 1  # as _HistogramChild.observe
+        child.sum += seconds
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from .backend_pool import Backend, BackendPool
+from .backend_pool import BackendPool
 from .exchange import Exchange
 from .http_client import BackendError, build_request
 from .jsonfast import loads
@@ -39,9 +39,6 @@ class PDFlow:
             return req.client_ip
         return prompt_text(body)[: self.cfg.prefix_chars]
 
-    def pick(self, role: str, ex: Exchange, exclude) -> Backend | None:
-        return self.balancers[role].pick(ex.hkey, exclude, ex.session)
-
     async def generate(self, req, conn, endpoint: str):
         try:
             body, fast = loads(req.body)
@@ -60,7 +57,8 @@ class PDFlow:
         last = None
         for role in ("decode", "prefill"):
             for b in self.pools[role].available():
-                async with ConnectionLease(b) as lease:
+                lease = ConnectionLease(b)
+                async with lease:
                     try:
                         answer = await lease.send(self.loop, self.cfg.connect_timeout, build_request(
                             b"GET", b"/v1/models", b.host_header, b"", []), lambda: MODELS_TIMEOUT_S)

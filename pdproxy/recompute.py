@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from functools import partial
 
 from .errors import Answer, sse_error_event
 
@@ -116,14 +115,14 @@ class Recompute:
                                                "be continued", "BadGatewayError"))
             return
         try:
-            after = await ex.through_pd(nb, f"{ex.rid}-c{depth + 1}", partial(ex.forward_events, nb, depth + 1))
+            more = await ex.through_pd(nb, f"{ex.rid}-c{depth + 1}", ex.pipe)
         except Answer as ans:
             flow.metrics.error(ans.cause)
             ex.conn.send_chunk(sse_error_event(ans.status, ans.message or "continuation failed",
                                                ans.err_type or "BadGatewayError"))
             return
-        if after is not None:
-            await after()  # recomputed again
+        if more is not None and more.recomputed is not None:  # recomputed again
+            await self.stream(ex, nb, more.kept, more.recomputed, depth + 1)
 
     async def whole(self, ex, raw: bytes, body: dict | None = None, depth: int = 0) -> bytes:
         try:

@@ -29,9 +29,9 @@ class SsePipe:
         self.recomputed = None
         self.out: list[bytes] = []
 
-    async def run(self, lease) -> bool:
-        """Forward until the Decode's stream ends (`lease` holds that Decode). False: the stream broke, and
-        the client's stream has been ended with an SSE error event."""
+    async def run(self, lease) -> SsePipe | None:
+        """Forward until the Decode's stream ends (`lease` holds that Decode); returns this pipe (see
+        `recomputed`). None: the stream broke, and the client's stream has been ended with an SSE error event."""
         ex = self.ex
         dconn = self.dconn
         done = dconn.attach_sink(self.sink, self.flush)
@@ -45,7 +45,7 @@ class SsePipe:
             ex.flow.metrics.error("stream_broken")
             self.out.append(sse_error_event(502, f"decode {d.addr} stream broke: {exc.reason}", "BadGatewayError"))
             self.client.end_stream(b"".join(self.out))
-            return False
+            return None
         if self.recomputed is None:
             # the last events, a trailing partial event and the end of the stream: one write
             out = self.out
@@ -56,7 +56,7 @@ class SsePipe:
         else:
             self.flush()
         lease.done()
-        return True
+        return self
 
     def sink(self, data: bytes):
         if self.recomputed is not None:
@@ -64,7 +64,7 @@ class SsePipe:
         if self.pending:
             data = self.pending + data
             self.pending = b""
-        if not data.endswith(b"\n\n"):
+        if data[-2:] != b"\n\n":  # not data.endswith(): no argument parsing, once per event
             cut = data.rfind(b"\n\n")
             if cut < 0:
                 self.pending = data

@@ -1,6 +1,7 @@
 """The hot-path shortcuts keep the behaviour of what they replaced: local metrics render exactly as
 prometheus_client's own objects, the Decode body splice says what a re-serialisation said, orjson keeps json's
-accept set, a stream's head and end share writes without changing the bytes, and the lazy timer still fires."""
+accept set, a stream's head and end share writes without changing the bytes, the lazy timer still fires, and a
+leg's request is the bytes the generic request builder makes."""
 
 import asyncio
 import json
@@ -9,7 +10,7 @@ import math
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 
 from pdproxy.backend_pool import BackendPool
-from pdproxy.http_client import BackendError, ClientConnection
+from pdproxy.http_client import BackendError, ClientConnection, build_post, build_request
 from pdproxy.http_server import ServerConnection
 from pdproxy.jsonfast import dumps, loads
 from pdproxy.leg_bodies import decode_body, prefill_body
@@ -41,6 +42,11 @@ def test_local_metrics_render_like_prometheus_client_objects():
         r_ttft.labels("/v1/chat/completions").observe(v)
     m.edge("a:1", "b:2", 17)
     r_edge.labels("a:1", "b:2").inc(17)
+    r_legs = Counter("pdproxy_backend_requests", "Legs sent to a backend, by outcome", ["role", "backend", "outcome"],
+                     registry=ref)
+    for outcome in ("ok", "ok", "5xx"):
+        m.backend("prefill", "a:1", outcome)
+        r_legs.labels("prefill", "a:1", outcome).inc()
     ours = generate_latest(m.registry).decode()
     theirs = generate_latest(ref).decode()
     for line in theirs.splitlines():
@@ -170,3 +176,11 @@ def test_lazy_timer_fires_at_the_shortest_live_deadline_and_not_after_disarm():
         assert d.transport.aborted and d.error.kind == "timeout"
 
     asyncio.run(go())
+
+
+def test_a_legs_request_bytes_are_what_build_request_makes():
+    for auth in (None, b"Bearer k"):
+        for body in (b"", b'{"prompt": "x"}', b"x" * 70000):
+            extra = [(b"X-Request-Id", b"r-1")] + ([(b"Authorization", auth)] if auth else [])
+            assert build_post(b"/v1/completions", b"h:1", body, b"r-1", auth) == build_request(
+                b"POST", b"/v1/completions", b"h:1", body, extra)

@@ -54,7 +54,8 @@ def test_an_answer_read_whole_gives_the_connection_back_and_the_count_drops_once
     b = backend(conn)
 
     async def go():
-        async with BackendLease(b, 2.5) as lease:
+        lease = BackendLease(b, 2.5)
+        async with lease:
             assert counts(b) == (1, 2.5, 1)
             assert await lease.send(None, 1.0, b"req", lambda: 7.0) is conn
             assert await lease.read_whole(1.0) == b"body"
@@ -71,7 +72,8 @@ def test_whatever_ends_the_block_the_count_drops_once_and_the_connection_is_clos
     b = backend(conn)
 
     async def leg():
-        async with BackendLease(b, 1.0) as lease:
+        lease = BackendLease(b, 1.0)
+        async with lease:
             await lease.send(None, 1.0, b"req", lambda: 1.0)
             raise ValueError("judged badly")
 
@@ -94,7 +96,8 @@ def test_a_stale_keep_alive_connection_is_retried_once_on_another():
     b = backend(fresh, stale)
 
     async def go():
-        async with ConnectionLease(b) as lease:
+        lease = ConnectionLease(b)
+        async with lease:
             assert await lease.send(None, 1.0, b"req", lambda: 1.0) is fresh
             await lease.read_whole(1.0)
 
@@ -108,7 +111,8 @@ def test_a_reset_after_the_answer_started_is_not_retried():
     b = backend(other, started)
 
     async def go():
-        async with BackendLease(b, 1.0) as lease:
+        lease = BackendLease(b, 1.0)
+        async with lease:
             await lease.send(None, 1.0, b"req", lambda: 1.0)
 
     with pytest.raises(BackendError):
