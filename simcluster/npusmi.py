@@ -1,4 +1,4 @@
-"""`npu-smi` emulator: the real output layouts (docs/launch-reference.md §6) with values from the node's engines.
+"""`npu-smi` emulator: the real output layouts (docs/ascend-pd-launch-facts.md §6) with values from the node's engines.
 
 Supported: `npu-smi info`, `info -l`, `info -m`, `info -t health -i N [-c CHIP]`.
 Hardware "A3" (Atlas 800I A3): 8 NPU ids x 2 dies, die logic id = Phy-ID = 2*npu + chip, name

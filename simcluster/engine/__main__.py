@@ -21,7 +21,7 @@ async def serve(argv: list[str]) -> int:
     args = parse(argv)
     cfg = build_config(args)
     if args.headless:
-        # Headless DP members expose no API server (docs/launch-reference.md §1.3); they only hold dies.
+        # Headless DP members expose no API server (docs/ascend-pd-launch-facts.md §1.3); they only hold dies.
         log.info("headless: holding dies %s, no API server", cfg.devices)
     engine = Engine(cfg)
     # Model "loading": the API port refuses connections until it is over, like a real start.

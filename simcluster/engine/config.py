@@ -70,7 +70,7 @@ def build_config(args) -> EngineConfig:
     node = nodestate.node_config(node_dir)
     kv = args.kv_transfer_config or {}
     if kv.get("kv_connector") == "MultiConnector":
-        # PD + pool: the P2P part of a MultiConnector carries role and port (docs/launch-reference.md §3.1).
+        # PD + pool: the P2P part of a MultiConnector carries role and port (docs/ascend-pd-launch-facts.md §3.1).
         inner = [c for c in kv.get("kv_connector_extra_config", {}).get("connectors", [])
                  if c.get("kv_connector") in ("MooncakeConnectorV1", "MooncakeLayerwiseConnector")]
         kv = {**kv, **(inner[0] if inner else {})}

@@ -1,6 +1,6 @@
 """The P->D KV hand-over over TCP: P serves held KV on its kv_port window, D pulls and verifies it.
 
-Stands in for Mooncake's ZMQ side channel + transfer engine (docs/launch-reference.md §1.5). Wire format,
+Stands in for Mooncake's ZMQ side channel + transfer engine (docs/ascend-pd-launch-facts.md §1.5). Wire format,
 one connection per pull:
   D -> P  {"op": "pull", "request_id": R, "block_ids": [...], "peer": "<D api host:port>"}\\n
   P -> D  {"ok": true, "size": N, "sha256": H, "peer": "<P api host:port>"}\\n  then N raw bytes

@@ -1,6 +1,6 @@
 """Prometheus metrics with vLLM's names and labels (model_name, engine), plus simcluster KV-transfer ones.
 
-simcluster additions (vllm-ascend's Mooncake connectors export none, docs/launch-reference.md §4):
+simcluster additions (vllm-ascend's Mooncake connectors export none, docs/ascend-pd-launch-facts.md §4):
   simcluster:kv_transfer_bytes_total{peer,direction}        bytes really moved over TCP (scaled down)
   simcluster:kv_transfer_model_bytes_total{peer,direction}  bytes the real model would move (x kv_scale)
   simcluster:kv_transfers_total{peer,direction,outcome}     transfers; outcome ok | checksum_error | error

@@ -71,7 +71,7 @@ class Engine:
         for core in self.cores:
             core.start()
         if self.cfg.kv_role in ("kv_producer", "kv_both"):
-            # The real connector binds one side-channel port per die it drives (docs/launch-reference.md §1.5).
+            # The real connector binds one side-channel port per die it drives (docs/ascend-pd-launch-facts.md §1.5).
             ports = [self.cfg.kv_port + r * self.cfg.tp + t for r in self.cfg.dp_ranks for t in range(self.cfg.tp)]
             await self.kv.start(self.cfg.host, ports)
         asyncio.get_running_loop().create_task(self._housekeeping())

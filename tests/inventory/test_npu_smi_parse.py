@@ -30,7 +30,7 @@ def parse_error(parser, text: str) -> NpuSmiParseError:
     return caught.value
 
 
-# --- verbatim samples (docs/launch-reference.md §6) --------------------------------------------------------
+# --- verbatim samples (docs/ascend-pd-launch-facts.md §6) --------------------------------------------------------
 
 def test_verbatim_910b_table():
     info = npu_smi_parse_info(sample("ref_910b_info.txt"))

@@ -1,4 +1,4 @@
-"""npu-smi output: the verbatim rows of docs/launch-reference.md §6, and values that follow the node's engines."""
+"""npu-smi output: the verbatim rows of docs/ascend-pd-launch-facts.md §6, and values that follow the node's engines."""
 
 import os
 import re
@@ -9,7 +9,7 @@ from simtest_helpers import sim_env
 
 from simcluster import nodestate, npusmi
 
-A3_ROWS = [  # docs/launch-reference.md §6, Atlas 800 A3, verbatim
+A3_ROWS = [  # docs/ascend-pd-launch-facts.md §6, Atlas 800 A3, verbatim
     "| 0     Ascend910           | OK            | 178.8       36                0    / 0             |",
     "| 0     0                   | 0000:9D:00.0  | 0           0    / 0          3397 / 65536         |",
 ]
@@ -43,7 +43,7 @@ def test_engine_dies_hbm_processes_and_alarm_show_up(state_root):
     text = run_smi(state_root, "info")
     rows = [line for line in text.splitlines() if "0000:" in line]
     assert len(rows) == 16
-    # HBM "used / total" may lack the space before "/" (docs/launch-reference.md §6 parsing rule).
+    # HBM "used / total" may lack the space before "/" (docs/ascend-pd-launch-facts.md §6 parsing rule).
     hbm = {int(r.split("|")[1].split()[1]): int(re.findall(r"(\d+)\s*/\s*\d+", r)[-1]) for r in rows}
     assert hbm[2] > 55000 and hbm[3] > 55000 and hbm[0] < 4000
     aicore = {int(r.split("|")[1].split()[1]): int(r.split("|")[3].split()[0]) for r in rows}

@@ -1,6 +1,6 @@
 """Port arithmetic for P/D instances in one place, so validation checks exactly what the profiles render.
 
-kv_port (docs/launch-reference.md §1.5) is not an HTTP port: every worker (one per NPU die) binds a ZMQ side channel
+kv_port (docs/ascend-pd-launch-facts.md §1.5) is not an HTTP port: every worker (one per NPU die) binds a ZMQ side channel
 on kv_port + global_dp_rank * TP + tp_rank (PP = PCP = 1 here). An instance therefore owns
 [kv_port, kv_port + DP * TP); in external DP, rank r's process owns [kv_port + r*TP, kv_port + (r+1)*TP).
 

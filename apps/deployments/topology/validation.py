@@ -162,7 +162,7 @@ def _tp(spec: TopologySpec, out: list[Problem]) -> None:
 
 def _pd_sizes(spec: TopologySpec, out: list[Problem]) -> None:
     """kv_connector_extra_config carries ONE prefill {dp_size, tp_size} and ONE decode size, and D maps its TP
-    ranks onto P's (P_tp >= D_tp, P_tp % D_tp == 0; docs/launch-reference.md §1.4)."""
+    ranks onto P's (P_tp >= D_tp, P_tp % D_tp == 0; docs/ascend-pd-launch-facts.md §1.4)."""
     for role in ("prefill", "decode"):
         group = [i for i in spec.instances if i.role == role]
         for inst in group[1:]:

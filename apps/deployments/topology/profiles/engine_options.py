@@ -86,7 +86,7 @@ def _rules(kind: str, *flags: str, choices: tuple[str, ...] = ()) -> dict[str, F
     return {flag: FlagRule(kind, choices) for flag in flags}
 
 
-# docs/launch-reference.md §1.3 and the vllm-ascend tutorials it cites; all accepted by simcluster/engine/args.py too.
+# docs/ascend-pd-launch-facts.md §1.3 and the vllm-ascend tutorials it cites; all accepted by simcluster/engine/args.py too.
 VLLM_ASCEND_FLAGS: Mapping[str, FlagRule] = MappingProxyType({
     **_rules("switch", "--enforce-eager", "--trust-remote-code", "--enable-prefix-caching",
              "--no-enable-prefix-caching", "--enable-chunked-prefill", "--no-enable-chunked-prefill",
@@ -106,7 +106,7 @@ VLLM_ASCEND_FLAGS: Mapping[str, FlagRule] = MappingProxyType({
                                              "torchair_graph_config")),
 })
 
-# docs/launch-reference.md §1.2 (and the extra env it lists from other primary docs): tuning, NICs, timeouts, ports.
+# docs/ascend-pd-launch-facts.md §1.2 (and the extra env it lists from other primary docs): tuning, NICs, timeouts, ports.
 VLLM_ASCEND_ENV: frozenset[str] = frozenset({
     "OMP_PROC_BIND", "OMP_NUM_THREADS", "PYTORCH_NPU_ALLOC_CONF", "TASK_QUEUE_ENABLE", "HCCL_OP_EXPANSION_MODE",
     "VLLM_USE_V1", "HCCL_BUFFSIZE", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME",

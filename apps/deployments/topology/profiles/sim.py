@@ -1,4 +1,4 @@
-"""`sim` profile: the simulated cluster (contracts §2). Same command shapes and bind addresses as vllm-ascend (every
+"""`sim` profile: the simulated cluster (docs/contracts.md §2). Same command shapes and bind addresses as vllm-ascend (every
 listener on the node's own 127.0.10.x address, which matters doubly here: all sim nodes share one machine, so a
 wildcard would collide across nodes), because the sim nodes put `vllm`, `pdproxy`, `mooncake_master` and
 `memcached` on PATH; what changes is the proxy's executable and the engines' store env.

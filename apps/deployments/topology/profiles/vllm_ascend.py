@@ -1,10 +1,10 @@
-"""`vllm-ascend` profile: the real cluster's processes, shaped after docs/launch-reference.md §1 (P/D), §3.3 (pool), our
-pdproxy (contracts §4) and memcached as the store. The sim profile subclasses it and changes only executables and
+"""`vllm-ascend` profile: the real cluster's processes, shaped after docs/ascend-pd-launch-facts.md §1 (P/D), §3.3 (pool), our
+pdproxy (docs/contracts.md §4) and memcached as the store. The sim profile subclasses it and changes only executables and
 the store's env, so a dry run on the simulated cluster exercises the same command shapes.
 
 Every listener binds the node's own inventory address, never every interface: the engines, the proxy (pdproxy
 refuses a wildcard --host), memcached and mooncake_master (whose rpc and metrics default to 0.0.0.0,
-docs/launch-reference.md §3.3). The proxy's admin API gets its own listener on the proxy node's 127.0.0.1, so only a
+docs/ascend-pd-launch-facts.md §3.3). The proxy's admin API gets its own listener on the proxy node's 127.0.0.1, so only a
 command run on that node (sshexec.probe_commands.proxy_admin_command) reaches it; its bearer token is a file below
 run_dir (topology/run_files.py), so a rolling restart can drain an instance.
 """
@@ -129,7 +129,7 @@ class VllmAscendProfile:
             "ASCEND_RT_VISIBLE_DEVICES": ",".join(map(str, devices)),
         })
         if spec.kv_pool:
-            # Mooncake's documented override of master_server_address (docs/launch-reference.md §3.2).
+            # Mooncake's documented override of master_server_address (docs/ascend-pd-launch-facts.md §3.2).
             env["MOONCAKE_MASTER"] = f"{nodes[spec.kv_pool.node].address}:{spec.kv_pool.rpc_port}"
         env.update(self.store_env(spec, nodes))
         env.update(inst.env)
