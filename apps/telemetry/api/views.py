@@ -4,10 +4,10 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 from rest_framework.response import Response
 
-from apps.deployments.api.serializers import TopologySerializer
 from apps.deployments.models import Deployment
 
 from ..topology_snapshot import topology_snapshot
+from .serializers import TopologySerializer
 
 
 class DeploymentTopologyView(generics.GenericAPIView):

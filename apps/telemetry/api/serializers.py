@@ -1,0 +1,108 @@
+"""The topology snapshot's shape, for the OpenAPI schema (apps/telemetry/topology_snapshot.py builds it)."""
+
+from rest_framework import serializers
+
+from apps.deployments.api.serializers import ProblemSerializer
+
+
+class TopologyDieSerializer(serializers.Serializer):
+    logical_id = serializers.IntegerField()
+    npu_id = serializers.IntegerField()
+    chip_id = serializers.IntegerField()
+    health = serializers.CharField(allow_null=True, help_text="npu-smi health; null when never discovered")
+    health_colour = serializers.CharField()
+    ok = serializers.BooleanField()
+    discovered = serializers.BooleanField()
+    hbm_percent = serializers.FloatField(allow_null=True)
+    hbm_used_mb = serializers.IntegerField(allow_null=True)
+    hbm_total_mb = serializers.IntegerField(allow_null=True)
+    used_by = serializers.DictField(allow_null=True, help_text="instance, role, dp_rank and process key using it")
+
+
+class TopologyNodeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    address = serializers.CharField()
+    hardware_model = serializers.CharField()
+    npu_model = serializers.CharField()
+    npu_count = serializers.IntegerField()
+    reachability = serializers.CharField()
+    reachability_label = serializers.CharField()
+    reachability_colour = serializers.CharField()
+    column = serializers.ChoiceField(choices=["front", "prefill", "decode", "services"])
+    roles = serializers.ListField(child=serializers.CharField())
+    processes = serializers.ListField(child=serializers.CharField())
+    instances = serializers.ListField(child=serializers.CharField())
+    dies = TopologyDieSerializer(many=True)
+
+
+class TopologyLiveSerializer(serializers.Serializer):
+    state = serializers.CharField(allow_null=True, help_text="running | stopped | failed | unknown; null: not started")
+    state_label = serializers.CharField()
+    state_colour = serializers.CharField()
+
+
+class TopologyProcessSerializer(TopologyLiveSerializer):
+    key = serializers.CharField()
+    address = serializers.CharField()
+    ports = serializers.ListField(child=serializers.IntegerField())
+    health_url = serializers.CharField(allow_null=True)
+    pid = serializers.IntegerField(allow_null=True)
+    state_detail = serializers.CharField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    started_revision = serializers.IntegerField(allow_null=True)
+
+
+class TopologyRankSerializer(TopologyProcessSerializer):
+    dp_rank = serializers.IntegerField()
+    api_port = serializers.IntegerField(allow_null=True)
+    devices = serializers.ListField(child=serializers.IntegerField(), help_text="ASCEND_RT_VISIBLE_DEVICES")
+    kv_port_window = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
+
+
+class TopologyInstanceSerializer(TopologyLiveSerializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    role = serializers.CharField()
+    role_colour = serializers.CharField()
+    node = serializers.CharField()
+    tp = serializers.IntegerField()
+    dp = serializers.IntegerField()
+    dp_style = serializers.CharField()
+    kv_port_window = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
+    ranks = TopologyRankSerializer(many=True)
+
+
+class TopologyServiceSerializer(TopologyProcessSerializer):
+    id = serializers.CharField()
+    role = serializers.CharField()
+    role_colour = serializers.CharField()
+    node = serializers.CharField()
+
+
+class TopologyEdgeSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["request", "kv_transfer", "kv_backup", "kv_pool"])
+    source = serializers.CharField()
+    target = serializers.CharField()
+    label = serializers.CharField()
+    source_window = serializers.ListField(child=serializers.IntegerField(), required=False)
+    target_window = serializers.ListField(child=serializers.IntegerField(), required=False)
+
+
+class TopologySerializer(serializers.Serializer):
+    deployment = serializers.DictField()
+    revision = serializers.DictField(allow_null=True)
+    profile = serializers.CharField(allow_null=True)
+    problems = ProblemSerializer(many=True, help_text="why the active revision cannot be planned (then no nodes)")
+    client = serializers.DictField(allow_null=True)
+    nodes = TopologyNodeSerializer(many=True)
+    instances = TopologyInstanceSerializer(many=True)
+    services = TopologyServiceSerializer(many=True)
+    edges = TopologyEdgeSerializer(many=True)
+    stray_processes = serializers.ListField(child=serializers.DictField(),
+                                            help_text="live processes the active plan does not name")
+    active_job = serializers.DictField(allow_null=True, help_text="the pending or running job, if any")
+    drawn_despite_problems = serializers.BooleanField(
+        help_text="problems, yet drawn: the plan as if every NPU die were healthy (a die went bad since)")
+    state_colours = serializers.DictField(child=serializers.CharField())
+    role_colours = serializers.DictField(child=serializers.CharField())
