@@ -1,4 +1,4 @@
-"""Simulated tokenizer, prefix block hashes, KV block bytes and plainly simulated output text.
+"""Simulated tokenizer, prefix block hashes, KV block bytes, plainly simulated output text, answer pieces.
 
 Everything is a pure function of its input, so a Prefill and a Decode that see the same prompt
 agree on token counts, block hashes and the exact KV bytes that must cross the wire.
@@ -23,6 +23,21 @@ def tokenize(prompt) -> list[int]:
             return list(prompt)
         prompt = " ".join(str(p) for p in prompt)
     return [zlib.crc32(w.encode()) % VOCAB for w in _TOKEN_RE.findall(str(prompt))] or [0]
+
+
+def pieces(text: str) -> list[str]:
+    """`text` cut into one piece per token of tokenize(text): each token with the whitespace before it, the last
+    one also with the whitespace after it, so the pieces concatenate back to `text`."""
+    ends = [m.end() for m in _TOKEN_RE.finditer(text)]
+    if not ends:
+        return [text]
+    ends[-1] = len(text)
+    return [text[start:end] for start, end in zip([0, *ends[:-1]], ends, strict=True)]
+
+
+def scripted_tokens(text: str) -> list[tuple[int, str]]:
+    """(token id, piece) for emitting `text` one simulated token at a time."""
+    return list(zip(tokenize(text), pieces(text), strict=True))
 
 
 def chat_prompt(messages: list[dict]) -> str:
