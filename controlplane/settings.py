@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "apps.jobs",
     "apps.deployments",
     "apps.telemetry",
+    "apps.evals",
     "apps.ui",
 ]
 
@@ -148,6 +149,13 @@ LOGIN_MAX_FAILURES = env_int("PDCP_LOGIN_MAX_FAILURES", 5)
 LOGIN_MAX_FAILURES_PER_IP = env_int("PDCP_LOGIN_MAX_FAILURES_PER_IP", 50)
 LOGIN_LOCKOUT_MINUTES = env_int("PDCP_LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
 # API tokens stop working this long after they were made (0 = never).
+# AISBench evaluations (apps/evals): the separate venv `make aisbench` builds, the command on an AISBench client
+# host's PATH, the simulated model's tokenizer directory, and where datasets, uploads and run folders live.
+PDCP_AISBENCH = env_str("PDCP_AISBENCH", "/opt/pdcp-aisbench/bin/ais_bench")
+PDCP_AISBENCH_REMOTE = env_str("PDCP_AISBENCH_REMOTE", "ais_bench")
+PDCP_SIM_TOKENIZER = env_str("PDCP_SIM_TOKENIZER", "/opt/pdcp-aisbench/sim-tokenizer")
+PDCP_EVALS_DIR = Path(env_str("PDCP_EVALS_DIR", str(DATA_DIR / "evals")))
+
 API_TOKEN_TTL_HOURS = env_int("PDCP_TOKEN_TTL_HOURS", 720)
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
