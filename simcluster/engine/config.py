@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from simcluster import nodestate
+from simcluster.engine.answers import AnswerBook, AnswerBookError
 from simcluster.npusmi import HBM_TOTAL_MB
 from simcluster.profiles import ModelProfile, profile_for
 
@@ -42,6 +43,7 @@ class EngineConfig:
     ascendstore_servers: list[str] = field(default_factory=list)
     kvpool_socket: str | None = None
     engine_ids: dict[int, str] = field(default_factory=dict)
+    answers: AnswerBook | None = None  # None: every prompt gets the plain simulated text
 
 
 def _bind_host(requested: str | None, node: dict) -> str:
@@ -63,6 +65,26 @@ def _devices(env_value: str | None, needed: int) -> list[int]:
         raise ConfigError(f"ValueError: need {needed} NPU dies (TP x local DP) but ASCEND_RT_VISIBLE_DEVICES "
                           f"gives {len(devices)}: {env_value!r}")
     return devices[:needed]
+
+
+def _answer_book(env) -> AnswerBook | None:
+    """SIMCLUSTER_ANSWER_BOOK (a book's name), SIMCLUSTER_ACCURACY (0..1, default 1), SIMCLUSTER_THINK (0|1)."""
+    raw_accuracy, raw_think = env.get("SIMCLUSTER_ACCURACY", "1.0"), env.get("SIMCLUSTER_THINK", "0")
+    try:
+        accuracy = float(raw_accuracy)
+    except ValueError:
+        accuracy = -1.0
+    if not 0.0 <= accuracy <= 1.0:  # also refuses nan
+        raise ConfigError(f"SIMCLUSTER_ACCURACY must be a number from 0 to 1, got {raw_accuracy!r}")
+    if raw_think not in ("0", "1"):
+        raise ConfigError(f"SIMCLUSTER_THINK must be 0 or 1, got {raw_think!r}")
+    name = env.get("SIMCLUSTER_ANSWER_BOOK")
+    if not name:
+        return None
+    try:
+        return AnswerBook.named(name, accuracy, raw_think == "1")
+    except (AnswerBookError, OSError) as exc:
+        raise ConfigError(f"SIMCLUSTER_ANSWER_BOOK: {exc}") from None
 
 
 def build_config(args) -> EngineConfig:
@@ -88,6 +110,7 @@ def build_config(args) -> EngineConfig:
     if dp_ranks[-1] >= args.data_parallel_size:
         raise ConfigError(f"data parallel rank {dp_ranks[-1]} >= data parallel size {args.data_parallel_size}")
     devices = _devices(os.environ.get("ASCEND_RT_VISIBLE_DEVICES"), args.tensor_parallel_size * dp_local)
+    answers = _answer_book(os.environ)
     servers = os.environ.get("SIMCLUSTER_ASCENDSTORE") or ",".join(node.get("ascendstore", []))
     fixed_id = kv.get("engine_id")
     return EngineConfig(
@@ -113,4 +136,5 @@ def build_config(args) -> EngineConfig:
         kvpool_socket=os.environ.get("SIMCLUSTER_KVPOOL_SOCKET") or node.get("kvpool_socket"),
         engine_ids={r: (f"{fixed_id}-{r}" if fixed_id and dp_local > 1 else fixed_id) or str(uuid.uuid4())
                     for r in dp_ranks},
+        answers=answers,
     )

@@ -31,10 +31,15 @@ class Request:
     last_token_at: float | None = None
     finish_reason: str | None = None
     out: asyncio.Queue = field(default_factory=asyncio.Queue)
+    script: list[tuple[int, str]] | None = None  # an answer-book reply as (token id, piece); None: word salad
 
     @property
     def stop_at(self) -> int:
-        return min(self.max_tokens, textgen.natural_length(self.tokens))
+        natural = len(self.script) if self.script else textgen.natural_length(self.tokens)
+        return min(self.max_tokens, natural)
+
+    def token(self, index: int) -> tuple[int, str]:
+        return self.script[index] if self.script else textgen.output_token(self.tokens, index)
 
 
 class EngineCore:
@@ -107,7 +112,7 @@ class EngineCore:
             self.m.ttft.labels(**self.labels).observe(now - req.arrival)
         else:
             self.m.itl.labels(**self.labels).observe(now - req.last_token_at)
-        token_id, text = textgen.output_token(req.tokens, req.generated)
+        token_id, text = req.token(req.generated)
         req.generated += 1
         req.last_token_at = now
         self.m.generation_tokens.labels(**self.labels).inc()

@@ -21,7 +21,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from simcluster import nodestate, profiles
-from simcluster.engine import textgen
+from simcluster.engine import answers, textgen
 from simcluster.engine.config import EngineConfig
 from simcluster.engine.core import FINISHED, EngineCore, Request
 from simcluster.engine.kvwire import HeldKV, KVServer, KVTransferError, pull_kv
@@ -138,14 +138,21 @@ class Engine:
             need = len(tokens) - loaded
             self.prefix.backup(hashes, skip=hits)
         req = Request(request_id=request_id, tokens=tokens, max_tokens=max_tokens, need_prefill_tokens=need,
-                      load_tokens=loaded)
+                      load_tokens=loaded, script=self._script(body, chat))
         core.submit(req)
         out_params = None
         if params.get("do_remote_decode") and self.cfg.kv_role in ("kv_producer", "kv_both"):
-            out_params = self._hold_kv(request_id, tokens, core)
+            out_params = self._hold_kv(request_id, req, core)
         return req, core, out_params
 
-    def _hold_kv(self, request_id: str, tokens: list[int], core: EngineCore) -> dict:
+    def _script(self, body: dict, chat: bool) -> list[tuple[int, str]] | None:
+        """The answer book's reply, token by token, when the request asks one of its questions. P and D both
+        script it: P's one token is the reply's first, and D (which the proxy's client hears) emits all of it."""
+        reply = self.cfg.answers.reply(answers.asked_text(body, chat)) if self.cfg.answers else None
+        return textgen.scripted_tokens(reply) if reply else None
+
+    def _hold_kv(self, request_id: str, req: Request, core: EngineCore) -> dict:
+        tokens = req.tokens
         size = profiles.held_bytes(self.cfg.profile, len(tokens))
         hashes = textgen.block_hashes(self.cfg.model, tokens, profiles.BLOCK_SIZE)
         nblocks = -(-len(tokens) // profiles.BLOCK_SIZE)
@@ -162,7 +169,7 @@ class Engine:
             "remote_engine_id": self.cfg.engine_ids[rank], "remote_request_id": request_id,
             "remote_host": self.cfg.host, "remote_port": self.cfg.kv_port + rank * self.cfg.tp,
             "remote_pcp_size": 1, "remote_dcp_size": 1, "remote_ptp_size": self.cfg.tp,
-            "last_token_id": textgen.output_token(tokens, 0)[0], "remote_multi_nodes_meta_mapping": None,
+            "last_token_id": req.token(0)[0], "remote_multi_nodes_meta_mapping": None,
             "num_prompt_blocks": nblocks, "remote_block_size": profiles.BLOCK_SIZE,
         }
 
