@@ -96,7 +96,7 @@ def _host_key(state_dir: Path) -> tuple[Path, str]:
 
 
 def _sshd_config(*, address: str, port: int, state_dir: Path, host_key: Path, user: str,
-                 env: dict[str, str]) -> str:
+                 env: dict[str, str], sftp: bool = True) -> str:
     lines = [
         f"ListenAddress {address}:{port}",
         f"HostKey {host_key}",
@@ -115,6 +115,8 @@ def _sshd_config(*, address: str, port: int, state_dir: Path, host_key: Path, us
         "MaxSessions 64",
         "ClientAliveInterval 15",
     ]
+    if sftp:  # as Debian's own sshd_config: AISBench output folders come home over SFTP
+        lines.append("Subsystem sftp internal-sftp")
     # SetEnv values may be quoted; our values never contain quotes or spaces we did not put there.
     # One SetEnv line: sshd keeps only the first SetEnv directive it reads.
     pairs = []
@@ -141,7 +143,7 @@ def _wait_for_pidfile(pidfile: Path, log: Path, timeout: float) -> int:
 def start_ssh_node(name: str, address: str, port: int, state_dir: str | os.PathLike,
                    client_public_key: str, bin_dir: str | os.PathLike | None = None,
                    env: dict[str, str] | None = None, user: str = LOGIN_USER,
-                   timeout: float = 5.0) -> RunningSshNode:
+                   timeout: float = 5.0, sftp: bool = True) -> RunningSshNode:
     """Start a daemonized sshd on address:port for `name`; returns once it accepts connections."""
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -161,7 +163,7 @@ def start_ssh_node(name: str, address: str, port: int, state_dir: str | os.PathL
     session_env.update(env or {})
     config = state_dir / "sshd_config"
     config.write_text(_sshd_config(address=address, port=port, state_dir=state_dir,
-                                   host_key=host_key, user=user, env=session_env))
+                                   host_key=host_key, user=user, env=session_env, sftp=sftp))
     pidfile, log = state_dir / "sshd.pid", state_dir / "sshd.log"
     pidfile.unlink(missing_ok=True)
     check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True)

@@ -272,6 +272,10 @@ class SshConnection:
 
     # --- files ------------------------------------------------------------------------------------
 
+    def open_sftp(self) -> paramiko.SFTPClient:
+        """An SFTP client on this connection's transport; the caller closes it (sshexec/transfer.py)."""
+        return paramiko.SFTPClient.from_transport(self._transport())
+
     def put_text(self, path: str, text: str, mode: int = 0o644) -> None:
         """Write a (config) file atomically: a temporary file beside it, then a rename.
 

@@ -63,8 +63,8 @@ def client_keys(ssh_root) -> ClientKeys:
     return ClientKeys(ed_text, ecdsa, rsa, stranger, "\n".join(pubs))
 
 
-def _start_node(name: str, address: str, root: Path, keys: ClientKeys) -> RunningSshNode:
-    return start_ssh_node(name, address, 22, root / name, keys.public_lines)
+def _start_node(name: str, address: str, root: Path, keys: ClientKeys, **options) -> RunningSshNode:
+    return start_ssh_node(name, address, 22, root / name, keys.public_lines, **options)
 
 
 def _target_for(node: RunningSshNode, key: str | None, **changes) -> SshTarget:
@@ -82,8 +82,8 @@ def target_for():
 
 @pytest.fixture
 def start_node(ssh_root, client_keys):
-    """start_node(name, address) -> RunningSshNode; the caller stops it (stop_ssh_node)."""
-    return lambda name, address: _start_node(name, address, ssh_root, client_keys)
+    """start_node(name, address, **start_ssh_node options) -> RunningSshNode; the caller stops it (stop_ssh_node)."""
+    return lambda name, address, **options: _start_node(name, address, ssh_root, client_keys, **options)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import time
 
@@ -25,7 +24,7 @@ from sshexec import (
 RESTART_ADDRESS = "127.0.10.160"  # the node the reconnect test stops and starts again
 SILENT_ADDRESS = "127.0.10.168"  # a TCP listener that never speaks SSH
 DEAD_ADDRESS = "127.0.10.169"  # nothing listens here
-SFTP_ADDRESS = "127.0.10.161"  # a node with an sftp subsystem
+SFTP_ADDRESS = "127.0.10.161"  # a node without an sftp subsystem
 
 
 def test_run_returns_output_exit_status_and_node_env(target):
@@ -171,26 +170,22 @@ def _put_and_read(conn, directory):
     return conn.run(f"cat {path}; stat -c %a {path}; ls -a {directory}/conf").stdout
 
 
-def test_put_text_over_sftp(start_node, target_for, client_keys):
-    node = start_node("sftp", SFTP_ADDRESS)
+def test_put_text_over_sftp(target, farm):
+    with SshConnection(target) as conn:
+        sftp = conn.open_sftp()  # the sim nodes serve SFTP, as Debian's sshd does
+        sftp.close()
+        assert _put_and_read(conn, farm[0].state_dir) == '{"a": "b\'c $(x)"}\n600\n.\n..\napp.json\n'
+
+
+def test_put_text_without_sftp_subsystem_falls_back_to_a_command(start_node, target_for, client_keys):
+    node = start_node("nosftp", SFTP_ADDRESS, sftp=False)
     try:
-        # The sim nodes have no sftp subsystem; give this one internal-sftp (SIGHUP re-reads the config).
-        with open(node.config_path, "a") as config:
-            config.write("Subsystem sftp internal-sftp\n")
-        os.kill(node.pid, signal.SIGHUP)
-        time.sleep(0.3)
         with SshConnection(target_for(node, client_keys.ed25519)) as conn:
-            assert conn.run("echo ok").ok
-            sftp = paramiko.SFTPClient.from_transport(conn._client.get_transport())  # proves SFTP is served
-            sftp.close()
+            with pytest.raises(paramiko.SSHException):
+                conn.open_sftp()
             assert _put_and_read(conn, node.state_dir) == '{"a": "b\'c $(x)"}\n600\n.\n..\napp.json\n'
     finally:
         stop_ssh_node(node)
-
-
-def test_put_text_without_sftp_subsystem_falls_back_to_a_command(target, farm):
-    with SshConnection(target) as conn:
-        assert _put_and_read(conn, farm[0].state_dir) == '{"a": "b\'c $(x)"}\n600\n.\n..\napp.json\n'
 
 
 def test_connection_is_reopened_in_a_forked_child(target):
