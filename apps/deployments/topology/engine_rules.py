@@ -1,9 +1,12 @@
 """Rules on what an instance adds to its engine's command line and environment (extra_args, env): nothing the
-profile renders from the topology, and only what the profile allows (profiles/engine_options.py)."""
+profile renders from the topology, and only what the profile allows (profiles/engine_options.py); and on the
+simulation block, which only the sim profile renders into the engines' env."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+from simcluster.engine.answers import book_names
 
 from .problem import Problem, instance_path
 from .profiles import get_profile
@@ -74,3 +77,18 @@ def engine_allowed(spec: TopologySpec, out: list[Problem]) -> None:
             if name not in profile.owned_env and name not in profile.allowed_env:
                 out.append(Problem(instance_path(spec, inst, f"env.{name}"), f"{inst.name}: env {name} is not one the "
                                    f"{profile.name} profile lets an instance set", f"remove it; allowed: {allowed_env}"))
+
+
+def simulation_rules(spec: TopologySpec, out: list[Problem]) -> None:
+    """The simulated model's answers (simcluster/answer_books) mean nothing to a real engine."""
+    sim = spec.simulation
+    if sim is None:
+        return
+    if spec.launch_profile != "sim":
+        out.append(Problem("simulation", f"the simulation block sets what the simulated model answers, but "
+                           f"launch_profile is {spec.launch_profile}", "remove the simulation block, or set "
+                           "launch_profile: sim"))
+    known = book_names()
+    if sim.answer_book not in known:
+        out.append(Problem("simulation.answer_book", f"no answer book named {sim.answer_book!r}",
+                           f"use one of: {', '.join(known) or 'none'}"))

@@ -10,6 +10,7 @@ from typing import Any
 from plainyaml import short_repr
 
 from .spec import (
+    BOOK_NAME_RE,
     DEFAULT_RUN_ROOT,
     DP_STYLES,
     DTYPE_BYTES,
@@ -27,6 +28,7 @@ from .spec import (
     ModelProfile,
     ModelSpec,
     ProxySpec,
+    SimulationSpec,
     SpecError,
     StoreServer,
     StoreSpec,
@@ -119,7 +121,8 @@ def spec_from_dict(data: Any, *, deployment_name: str | None = None) -> Topology
     profile's DEFAULT_RUN_ROOT/<deployment_name> (the root alone without a name)."""
     errors: list[tuple[str, str]] = []
     top = _Reader(errors, data, "", ("model", "instances", "proxy"),
-                  ("kv_pool", "store", "bench_client", "launch_profile", "run_dir", "transfer_ports"))
+                  ("kv_pool", "store", "bench_client", "launch_profile", "run_dir", "transfer_ports",
+                   "simulation"))
     if not top.ok:
         raise SpecError(errors)
     model = _model(errors, top.raw("model", {}))
@@ -129,12 +132,14 @@ def spec_from_dict(data: Any, *, deployment_name: str | None = None) -> Topology
     store = _optional(top, "store", lambda d: _store(errors, d))
     bench = _optional(top, "bench_client", lambda d: _bench(errors, d))
     transfer = _optional(top, "transfer_ports", lambda d: _transfer(errors, d)) or TransferPortsSpec()
+    simulation = _optional(top, "simulation", lambda d: _simulation(errors, d))
     profile = top.text("launch_profile", "vllm-ascend", LAUNCH_PROFILES)
     run_dir = _run_dir(top, profile, deployment_name)
     if errors:
         raise SpecError(errors)
     return TopologySpec(model=model, instances=instances, proxy=proxy, kv_pool=kv_pool, store=store,
-                        bench_client=bench, launch_profile=profile, run_dir=run_dir, transfer_ports=transfer)
+                        bench_client=bench, launch_profile=profile, run_dir=run_dir, transfer_ports=transfer,
+                        simulation=simulation)
 
 
 def normal_run_dir(path: str) -> str:
@@ -307,3 +312,15 @@ def _bench(errors, data) -> BenchClientSpec:
 def _transfer(errors, data) -> TransferPortsSpec:
     r = _Reader(errors, data, "transfer_ports", (), ("base", "per_device"))
     return TransferPortsSpec(base=r.port("base", 20000), per_device=r.integer("per_device", 100))
+
+
+def _simulation(errors, data) -> SimulationSpec:
+    r = _Reader(errors, data, "simulation", ("answer_book",), ("accuracy", "think"))
+    book = r.text("answer_book", "")
+    if book and not BOOK_NAME_RE.match(book):
+        r.bad("answer_book", f"expected a book name (lowercase letters, digits, '-'), got {_show(book)}")
+    accuracy = r.raw("accuracy", 1.0)
+    if isinstance(accuracy, bool) or not isinstance(accuracy, int | float) or not 0 <= accuracy <= 1:
+        r.bad("accuracy", f"expected a number from 0 to 1, got {_show(accuracy)}")
+        accuracy = 1.0
+    return SimulationSpec(answer_book=book, accuracy=float(accuracy), think=r.boolean("think", False))

@@ -27,6 +27,7 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1}
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")  # instance names end up in file names and process keys
 FLAG_RE = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
 ENV_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+BOOK_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")  # an answer book's name (simcluster/answer_books/<name>.jsonl)
 
 
 class SpecError(ValueError):
@@ -143,6 +144,16 @@ class TransferPortsSpec:
 
 
 @dataclass(frozen=True)
+class SimulationSpec:
+    """What the simulated model answers (launch_profile sim only): questions of a named answer book, right for the
+    share `accuracy` of them by a fixed rule (simcluster/engine/answers.py), with a made-up <think> part if `think`."""
+
+    answer_book: str
+    accuracy: float = 1.0
+    think: bool = False
+
+
+@dataclass(frozen=True)
 class TopologySpec:
     model: ModelSpec
     instances: tuple[InstanceSpec, ...]
@@ -153,6 +164,7 @@ class TopologySpec:
     launch_profile: str = "vllm-ascend"
     run_dir: str = DEFAULT_RUN_ROOT["vllm-ascend"]  # workdir; logs/ and pids/ below it on every node (normalised)
     transfer_ports: TransferPortsSpec = TransferPortsSpec()
+    simulation: SimulationSpec | None = None
 
     def instance(self, name: str) -> InstanceSpec:
         return next(i for i in self.instances if i.name == name)

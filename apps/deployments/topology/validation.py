@@ -6,7 +6,7 @@ Run when a revision is saved and again right before a job runs (NPU health chang
 
 from __future__ import annotations
 
-from .engine_rules import engine_allowed, engine_owned
+from .engine_rules import engine_allowed, engine_owned, simulation_rules
 from .node_facts import NodeFacts
 from .placement import assign_devices
 from .port_rules import port_clashes
@@ -26,6 +26,7 @@ def validate_topology(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[P
     _pd_sizes(spec, out)
     engine_owned(spec, out)
     engine_allowed(spec, out)
+    simulation_rules(spec, out)
     _services(spec, out)
     port_clashes(spec, nodes, out)
     return out
