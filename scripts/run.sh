@@ -46,8 +46,23 @@ if [ "${PDCP_SIMCLUSTER:-1}" = 1 ]; then
     echo "simcluster failed to start; see $LOGS/simcluster.log"; tail -n 20 "$LOGS/simcluster.log"; exit 1; }
   SIM_UP=1
   "$PY" manage.py import_inventory "$SIM_STATE/inventory.yaml"
-  # The reference topology (node 0 corrected), ready to plan and deploy on the simulated cluster.
-  "$PY" manage.py load_deployment examples/reference-topology-fixed.yaml --cluster reference \
+  # The reference topology (node 0 corrected), ready to plan and deploy on the simulated cluster, whose model
+  # answers the made-up AIME questions of simcluster/answer_books (70% right) for an accuracy run.
+  DEMO_SPEC="$PDCP_DATA_DIR/reference-sim.yaml"
+  "$PY" - examples/reference-topology-fixed.yaml "$DEMO_SPEC" <<'EOF'
+import sys
+from pathlib import Path
+
+import yaml
+
+import plainyaml
+
+data = plainyaml.load(Path(sys.argv[1]).read_text(encoding="utf-8"))
+data["launch_profile"] = "sim"
+data["simulation"] = {"answer_book": "made-up-aime", "accuracy": 0.7, "think": True}
+Path(sys.argv[2]).write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+EOF
+  "$PY" manage.py load_deployment "$DEMO_SPEC" --cluster reference \
     --name reference-sim --launch-profile sim --if-missing \
     --run-dir "$(getent passwd simnode | cut -d: -f6)/pdcp-runs/reference-sim"
 else
