@@ -16,13 +16,18 @@ WORDS = ("sim", "token", "alpha", "beta", "gamma", "delta", "kv", "block", "pref
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
 
+def token_texts(text: str) -> list[str]:
+    """The text of each token: words and single punctuation marks (simcluster/tokenizer_dir.py counts alike)."""
+    return _TOKEN_RE.findall(text)
+
+
 def tokenize(prompt) -> list[int]:
     """Words and punctuation -> ids; a list of ints is taken as token ids already."""
     if isinstance(prompt, list):
         if all(isinstance(t, int) for t in prompt):
             return list(prompt)
         prompt = " ".join(str(p) for p in prompt)
-    return [zlib.crc32(w.encode()) % VOCAB for w in _TOKEN_RE.findall(str(prompt))] or [0]
+    return [zlib.crc32(w.encode()) % VOCAB for w in token_texts(str(prompt))] or [0]
 
 
 def pieces(text: str) -> list[str]:
