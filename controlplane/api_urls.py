@@ -8,6 +8,7 @@ from rest_framework.urlpatterns import format_suffix_patterns
 from apps.accounts.api.views import MeView, MyTokenView, ObtainTokenView, UserViewSet
 from apps.audit.api.views import AuditEntryViewSet
 from apps.deployments.api.views import DeploymentViewSet, ProcessViewSet, RevisionViewSet
+from apps.evals.api.views import EvalCompareView, EvalDatasetViewSet, EvalRunViewSet, EvalSweepViewSet
 from apps.inventory.api.views import (
     ClusterViewSet,
     InventoryExportView,
@@ -30,6 +31,9 @@ router.register("users", UserViewSet)
 router.register("deployments", DeploymentViewSet)
 router.register("revisions", RevisionViewSet)
 router.register("processes", ProcessViewSet)
+router.register("evals/runs", EvalRunViewSet, basename="eval-run")
+router.register("evals/sweeps", EvalSweepViewSet, basename="eval-sweep")
+router.register("evals/datasets", EvalDatasetViewSet, basename="eval-dataset")
 
 urlpatterns = [
     path("auth/token/", ObtainTokenView.as_view(), name="api-token"),
@@ -37,6 +41,7 @@ urlpatterns = [
     path("me/token/", MyTokenView.as_view(), name="api-my-token"),
     path("inventory/import/", InventoryImportView.as_view(), name="api-inventory-import"),
     path("inventory/export/", InventoryExportView.as_view(), name="api-inventory-export"),
+    path("evals/compare/", EvalCompareView.as_view(), name="eval-compare"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
