@@ -46,7 +46,10 @@ def test_schema_lists_every_endpoint(api_client_for):
     paths = set(schema["paths"])
     for name in ("/api/clusters/", "/api/nodes/{id}/discover/", "/api/nodes/{id}/pin-host-key/", "/api/npus/",
                  "/api/credentials/", "/api/jobs/{id}/events/", "/api/jobs/{id}/cancel/", "/api/audit/",
-                 "/api/users/", "/api/inventory/import/", "/api/inventory/export/", "/api/me/"):
+                 "/api/users/", "/api/inventory/import/", "/api/inventory/export/", "/api/me/",
+                 "/api/evals/runs/", "/api/evals/runs/{id}/", "/api/evals/runs/{id}/cancel/",
+                 "/api/evals/runs/{id}/resume/", "/api/evals/runs/{id}/samples/", "/api/evals/compare/",
+                 "/api/evals/sweeps/", "/api/evals/sweeps/{id}/", "/api/evals/datasets/"):
         assert name in paths, name
     routed = {str(p.pattern) for p in get_resolver("controlplane.api_urls").url_patterns}
     assert len(paths) >= len(routed) - 4  # router root, format suffixes
