@@ -14,7 +14,7 @@ import pytest
 from simcluster.engine import answers, textgen
 
 REPO = Path(__file__).resolve().parents[2]
-VENVS = (Path("/opt/pdcp-aisbench"), Path("/opt/pdcp-aisbench-try"))  # -try: until scripts/aisbench-venv.sh lands
+VENVS = (Path("/opt/pdcp-aisbench"), Path("/opt/pdcp-aisbench-try"))  # -try: until the project's installer lands
 SUFFIX = "\nRemember to put your final answer within \\boxed{}."
 COUNT = """
 import json, sys
@@ -31,7 +31,7 @@ print(json.dumps({"texts": texts, "chats": chats, "class": type(tok).__name__}))
 @pytest.fixture(scope="module")
 def venv_python():
     found = [v / "bin" / "python" for v in VENVS if (v / "bin" / "ais_bench").exists()]
-    assert found, f"no AISBench venv in {', '.join(map(str, VENVS))} (scripts/aisbench-venv.sh installs it)"
+    assert found, f"no AISBench venv in {', '.join(map(str, VENVS))}"
     return str(found[0])
 
 
