@@ -105,7 +105,9 @@ def test_performance_without_a_tokenizer_is_named(operator, deployment):
     assert response.status_code == 400 and "tokenizer" in response.json()["settings"]["tokenizer_path"][0]
 
 
-def test_viewer_reads_but_cannot_post_and_anonymous_is_refused(viewer, deployment, run_of, client):
+def test_viewer_reads_but_cannot_post_and_anonymous_is_refused(viewer, deployment, run_of, api_client_for):
+    from rest_framework.test import APIClient
+
     run = run_of()
     assert viewer.post(RUNS, {"deployment": deployment.pk, "settings": {"dataset": MADE_UP}},
                        format="json").status_code == 403
@@ -114,8 +116,9 @@ def test_viewer_reads_but_cannot_post_and_anonymous_is_refused(viewer, deploymen
     assert viewer.post("/api/evals/sweeps/", {}, format="json").status_code == 403
     assert viewer.post("/api/evals/datasets/", {}).status_code == 403
     assert viewer.get(RUNS).status_code == 200
-    assert client.get(RUNS).status_code in (401, 403)
-    assert client.get("/api/evals/datasets/").status_code in (401, 403)
+    for url in (RUNS, "/api/evals/datasets/", "/api/evals/sweeps/", f"/api/evals/compare/?runs={run.pk},{run.pk}"):
+        assert APIClient().get(url).status_code == 401, url
+        assert api_client_for(None).get(url).status_code == 403, url
     assert EvalRun.objects.count() == 1
 
 

@@ -123,7 +123,7 @@ class EvalRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(parameters=[OpenApiParameter("correct", bool, description="false: only the wrong (and failed) "
                                                                              "answers; true: only the right ones")],
                    responses={200: EvalSampleSerializer(many=True)})
-    @action(detail=True, methods=["get"], filterset_class=None, ordering_fields=None)
+    @action(detail=True, methods=["get"], filter_backends=[])
     def samples(self, request, pk=None):
         run = self.get_object()
         correct = request.query_params.get("correct")
