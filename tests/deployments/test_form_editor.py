@@ -181,6 +181,19 @@ def test_the_proxy_admin_port_rides_along_and_its_default_follows_the_port(opera
     assert deployment.active_revision.spec["proxy"]["admin_port"] == 2500
 
 
+def test_the_simulation_block_rides_along(operator, deployment, fixed_yaml):
+    sim_yaml = fixed_yaml.replace("launch_profile: vllm-ascend", "launch_profile: sim") + (
+        "simulation: {answer_book: made-up-aime, accuracy: 0.7, think: true}\n")
+    operator.post(f"/deployments/{deployment.pk}/edit/", {"yaml_text": sim_yaml, "activate": "on"})
+    assert deployment.active_revision.spec["simulation"]["accuracy"] == 0.7
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    fields.update({"proxy.policy": "least_conn", "activate": "on"})
+    assert operator.post(form_url(deployment), fields).status_code == 302
+    spec = deployment.active_revision.spec
+    assert spec["proxy"]["policy"] == "least_conn"
+    assert spec["simulation"] == {"answer_book": "made-up-aime", "accuracy": 0.7, "think": True}
+
+
 def test_a_viewer_gets_403(make_user, deployment):
     client = Client()
     client.force_login(make_user("viewer", username="form-viewer"))

@@ -28,7 +28,7 @@ def field_of(path: str, placement: Placement) -> str:
         if m.group(1) == "instances" and name in INSTANCE_KEPT:
             name = "keep"
         return f"{m.group(1)}[{row}].{name}"
-    if path.startswith(("transfer_ports", "store.memory_mb", "proxy.admin_port")):
+    if path.startswith(("transfer_ports", "store.memory_mb", "proxy.admin_port", "simulation")):
         return "keep"
     if path in TOP_TEXT + TOP_INTS or path in ("instances", "store.servers"):
         return path

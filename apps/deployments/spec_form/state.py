@@ -11,7 +11,7 @@ from typing import Any
 INSTANCE_TEXT = ("name", "role", "node", "dp_style")
 INSTANCE_INTS = ("tp", "dp", "api_port", "kv_port", "dp_rpc_port", "max_num_seqs", "max_model_len")
 INSTANCE_KEPT = ("devices", "extra_args", "env")  # edited in YAML only
-KEPT_TOP = ("transfer_ports", "store", "proxy")  # store.memory_mb, proxy.admin_port: edited in YAML only
+KEPT_TOP = ("transfer_ports", "store", "proxy", "simulation")  # store.memory_mb, proxy.admin_port: YAML only
 PROFILE_INTS = ("layers", "kv_heads", "head_dim", "attention_heads")
 TOP_TEXT = ("launch_profile", "run_dir", "model.path", "model.served_name", "model.profile.dtype",
             "model.profile.kv_layout", "kv_pool.node", "proxy.node", "proxy.policy", "proxy.hash_key",
@@ -88,8 +88,9 @@ def state_from_spec(data: dict) -> FormState:
            "bench_client.node": _s((data.get("bench_client") or {}).get("node"))}
     top.update({f"model.profile.{k}": _s(profile.get(k)) for k in PROFILE_INTS})
     keep = {}
-    if data.get("transfer_ports") is not None:
-        keep["transfer_ports"] = data["transfer_ports"]
+    for name in ("transfer_ports", "simulation"):
+        if data.get(name) is not None:
+            keep[name] = data[name]
     if store.get("memory_mb") is not None:
         keep["store"] = {"memory_mb": store["memory_mb"]}
     if proxy.get("admin_port") is not None and proxy.get("admin_port") != _plus_one(proxy.get("port")):

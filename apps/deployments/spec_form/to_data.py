@@ -68,8 +68,9 @@ def state_to_data(state: FormState) -> tuple[dict, list[FormProblem], Placement]
     data["proxy"] = _proxy(read, kept_top)
     if read.text("bench_client.node"):
         data["bench_client"] = {"node": read.text("bench_client.node")}
-    if kept_top.get("transfer_ports") is not None:
-        data["transfer_ports"] = kept_top["transfer_ports"]
+    for name in ("transfer_ports", "simulation"):
+        if kept_top.get(name) is not None:
+            data[name] = kept_top[name]
     return data, read.errors, placement
 
 
