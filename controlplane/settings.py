@@ -215,6 +215,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "/static/favicon.svg",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"EvalStatusEnum": "apps.evals.choices.EvalStatus"},  # jobs have a `status` too
 }
 
 LOGGING = {

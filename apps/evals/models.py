@@ -8,12 +8,15 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
+from apps.audit.registry import audited
+
 from .choices import EVAL_FINISHED, EVAL_RESUMABLE, EVAL_STATUS_COLOUR, ApiStyle, EvalMode, EvalStatus
 
 slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9_-]{0,62}$",
                                 "lowercase letters, digits, '_' and '-', starting with a letter or digit")
 
 
+@audited()
 class EvalDataset(models.Model):
     """A JSONL set an operator uploaded (validated line by line before it was stored)."""
 
@@ -33,6 +36,7 @@ class EvalDataset(models.Model):
         return self.name
 
 
+@audited()
 class EvalSweep(models.Model):
     """One action: a performance series over several concurrencies against one deployment."""
 
