@@ -5,6 +5,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("controlplane.api_urls")),
     path("deployments/", include("apps.deployments.urls")),
+    path("evals/", include("apps.evals.urls")),
     path("", include("apps.telemetry.urls")),
     path("", include("apps.inventory.urls")),
     path("", include("apps.jobs.urls")),
