@@ -30,6 +30,11 @@ def _is_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _finite(value):
+    """JSON for the charts: NaN and infinities would make the page's JSON.parse fail."""
+    return value if _is_number(value) else None
+
+
 def number(value) -> str:
     if not _is_number(value):
         return "—" if value is None else str(value)
@@ -99,13 +104,12 @@ def compare_chart_data(comparison: Comparison) -> dict:
     percentiles = [row for row in comparison.rows if "." in row.key]
     return {"runs": [run_label(r) for r in comparison.runs],
             "labels": [row.label for row in percentiles],
-            "values": [[row.values[i] for row in percentiles] for i in range(len(comparison.runs))],
-            "accuracy": [r.accuracy for r in comparison.runs]}
+            "values": [[_finite(row.values[i]) for row in percentiles] for i in range(len(comparison.runs))],
+            "accuracy": [_finite(r.accuracy) for r in comparison.runs]}
 
 
 def _p90(run, metric: str):
-    value = ((run.perf_percentiles or {}).get(metric) or {}).get("p90")
-    return value if _is_number(value) else None
+    return _finite(((run.perf_percentiles or {}).get(metric) or {}).get("p90"))
 
 
 def sweep_chart_data(runs) -> dict:
