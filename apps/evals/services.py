@@ -150,6 +150,8 @@ def eval_dataset_upload(*, name: str, family: str, data: bytes, user, descriptio
         slug_validator(name)
     except Exception:  # noqa: BLE001 - a ValidationError; its message is below
         errors["name"] = "lowercase letters, digits, '_' and '-', starting with a letter or digit"
+    if len(description) > 200:
+        errors["description"] = "at most 200 characters"
     if family not in ("aime", "gsm8k"):
         errors["family"] = "expected aime or gsm8k"
     if EvalDataset.objects.filter(name=name).exists() or name in ("made-up-aime", "aime2025", "aime2024", "gsm8k"):
