@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test system venv services lint bench clean-sim
+.PHONY: run test system venv services lint bench clean-sim aisbench
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,13 +19,17 @@ venv: $(STAMP)
 services:
 	@bash scripts/ensure-services.sh
 
-run: system venv services
+# AISBench in its own venv (${PDCP_AISBENCH_HOME:-/opt/pdcp-aisbench}); does nothing when its stamp is current.
+aisbench: system
+	@bash scripts/aisbench-venv.sh
+
+run: system venv services aisbench
 	@bash scripts/run.sh
 
 # The suite runs against the machine's real PostgreSQL and Redis.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 
-test: system venv services
+test: system venv services aisbench
 	DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv

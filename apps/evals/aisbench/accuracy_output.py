@@ -1,0 +1,132 @@
+"""An accuracy run's outputs: summary/summary_<ts>.csv (scores; "-" = the task failed), results/<model>/<ds>.json
+(per-sample details with --dump-eval-details), predictions/<model>/<ds>.jsonl (raw responses of the successful
+requests) and <ds>_failed.jsonl (the failed ones, which count as wrong and show in details with an empty answer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from apps.evals.aisbench.output_files import (
+    OutputError,
+    need,
+    number_with_unit,
+    prompt_text,
+    read_csv,
+    read_json,
+    read_jsonl,
+)
+
+SUMMARY_COLUMNS = ("dataset", "version", "metric", "mode")
+
+
+@dataclass
+class FailedSample:
+    id: int
+    prompt: str
+    error: str
+
+
+@dataclass
+class SampleDetail:
+    id: int
+    prompt: str
+    response: str  # the whole model output (reasoning included); "" when the request failed
+    extracted: list[str]  # the answer(s) the postprocessor took out, one per sample of the item
+    references: list[str]
+    correct: list[bool]
+    success: bool  # False: the request failed and was scored as wrong
+
+    @property
+    def is_correct(self) -> bool:
+        return bool(self.correct) and all(self.correct)
+
+
+@dataclass
+class DatasetAccuracy:
+    model: str
+    dataset: str
+    scores: dict[str, float | None]  # metric -> value; None when the summary says "-" (the task failed)
+    samples: list[SampleDetail] = field(default_factory=list)
+    failed: list[FailedSample] = field(default_factory=list)
+
+    @property
+    def score(self) -> float | None:
+        return self.scores.get("accuracy", next(iter(self.scores.values()), None))
+
+
+def summary_csv(run_dir: Path) -> Path | None:
+    found = sorted((run_dir / "summary").glob("summary_*.csv"))
+    return found[-1] if found else None
+
+
+def parse_summary(path: Path) -> dict[tuple[str, str], dict[str, float | None]]:
+    """{(model, dataset): {metric: value}} from a summary csv."""
+    out: dict[tuple[str, str], dict[str, float | None]] = {}
+    for number, row in read_csv(path, SUMMARY_COLUMNS):
+        models = [c for c in row if c not in SUMMARY_COLUMNS]
+        if not models:
+            raise OutputError(path, "line 1", "has no model column")
+        for model in models:
+            cell = row[model].strip()
+            value = None if cell in ("-", "") else number_with_unit(cell, path, f"line {number}, column {model}")[0]
+            metric = row["metric"] if row["metric"] not in ("-", "") else "accuracy"
+            out.setdefault((model, row["dataset"]), {})[metric] = value
+    return out
+
+
+def parse_failed(path: Path) -> list[FailedSample]:
+    if not path.is_file():
+        return []
+    return [FailedSample(int(need(row, "id", int, path, f"line {n}")),
+                         prompt_text(row.get("input")), str(row.get("error_info") or "unknown error"))
+            for n, row in read_jsonl(path)]
+
+
+def parse_predictions(path: Path) -> dict[int, str]:
+    if not path.is_file():
+        return {}
+    return {int(need(row, "id", int, path, f"line {n}")): str(row.get("prediction", "")) for n, row in read_jsonl(path)}
+
+
+def parse_details(results_json: Path, responses: dict[int, str], failed_ids: set[int]) -> list[SampleDetail]:
+    data = read_json(results_json)
+    if not isinstance(data, dict):
+        raise OutputError(results_json, "", "is not a JSON object")
+    details = data.get("details", {})
+    if not isinstance(details, dict):
+        raise OutputError(results_json, "details", "is not an object")
+    samples = []
+    for key, item in details.items():
+        where = f"details[{key}]"
+        if not key.isdigit() or not isinstance(item, dict):
+            raise OutputError(results_json, where, "is not a sample keyed by its id")
+        sample_id = int(key)
+        extracted = need(item, "predictions", list, results_json, where)
+        references = need(item, "references", list, results_json, where)
+        correct = need(item, "correct", list, results_json, where)
+        if not all(isinstance(c, bool) for c in correct):  # type: ignore[union-attr]
+            raise OutputError(results_json, where, "'correct' holds something other than true/false")
+        samples.append(SampleDetail(
+            sample_id, prompt_text(item.get("prompt")),
+            responses.get(sample_id, "" if sample_id in failed_ids else str(item.get("origin_prediction", ""))),
+            [str(x) for x in extracted], [str(x) for x in references], list(correct),  # type: ignore[arg-type]
+            sample_id not in failed_ids))
+    return sorted(samples, key=lambda s: s.id)
+
+
+def parse_accuracy(run_dir: str | Path) -> list[DatasetAccuracy]:
+    """Scores, per-sample details and failed samples of every (model, dataset) of an accuracy run folder."""
+    run = Path(run_dir)
+    csv_path = summary_csv(run)
+    if csv_path is None:
+        raise OutputError(run / "summary", "", "has no summary_*.csv: the run did not finish")
+    out = []
+    for (model, dataset), scores in parse_summary(csv_path).items():
+        predictions = run / "predictions" / model
+        failed = parse_failed(predictions / f"{dataset}_failed.jsonl")
+        results = run / "results" / model / f"{dataset}.json"
+        samples = (parse_details(results, parse_predictions(predictions / f"{dataset}.jsonl"), {f.id for f in failed})
+                   if results.is_file() else [])
+        out.append(DatasetAccuracy(model, dataset, scores, samples, failed))
+    return out

@@ -1,0 +1,101 @@
+"""Reading AISBench's output files so that any bad input becomes an OutputError naming the file and place."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+NUMBER_WITH_UNIT = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%/]*)\s*$")
+TIME_UNITS_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+class OutputError(Exception):
+    """An AISBench output file that is missing, truncated or not in the shape it should be."""
+
+    def __init__(self, path: str | Path, where: str, problem: str):
+        self.path, self.where, self.problem = str(path), where, problem
+        super().__init__(f"{path}{':' + where if where else ''}: {problem}")
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI.sub("", text)
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise OutputError(path, "", f"cannot be read ({e.strerror})") from None
+
+
+def read_json(path: Path) -> object:
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise OutputError(path, f"line {e.lineno}", f"not valid JSON ({e.msg})") from None
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    for number, line in enumerate(read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise OutputError(path, f"line {number}", f"not valid JSON ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise OutputError(path, f"line {number}", "is not a JSON object")
+        yield number, row
+
+
+def read_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Rows (with their 1-based line number, the header being line 1) holding every required column."""
+    lines = read_text(path).splitlines()
+    reader = csv.DictReader(lines)
+    missing = [c for c in required if c not in (reader.fieldnames or [])]
+    if missing:
+        raise OutputError(path, "line 1", f"missing column(s) {', '.join(missing)}")
+    for number, row in enumerate(reader, 2):
+        if None in row or any(v is None for v in row.values()):
+            raise OutputError(path, f"line {number}", "has a different number of cells than the header")
+        yield number, row
+
+
+def need(row: dict, key: str, kind: type | tuple[type, ...], path: Path, where: str) -> object:
+    if key not in row:
+        raise OutputError(path, where, f"has no {key!r}")
+    value, kinds = row[key], kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise OutputError(path, where, f"{key!r} is {type(value).__name__}, not {names}")
+    return value
+
+
+def number_with_unit(cell: object, path: Path, where: str) -> tuple[float, str | None]:
+    """"178.7639 ms" -> (178.7639, "ms"); 3 -> (3.0, None). Times come back in ms."""
+    if isinstance(cell, bool):
+        raise OutputError(path, where, f"{cell!r} is not a number")
+    if isinstance(cell, int | float):
+        return float(cell), None
+    found = NUMBER_WITH_UNIT.match(str(cell))
+    if not found:
+        raise OutputError(path, where, f"{cell!r} is not a number")
+    value, unit = float(found.group(1)), found.group(2) or None
+    if unit in TIME_UNITS_TO_MS:
+        return value * TIME_UNITS_TO_MS[unit], "ms"
+    return value, unit
+
+
+def prompt_text(prompt: object) -> str:
+    """An AISBench prompt (a string, or a list of {role, prompt|content} turns) as plain text."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        return "\n\n".join(prompt_text(turn.get("prompt", turn.get("content", "")) if isinstance(turn, dict) else turn)
+                           for turn in prompt)
+    return "" if prompt is None else str(prompt)

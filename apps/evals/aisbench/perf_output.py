@@ -1,0 +1,173 @@
+"""A performance run's outputs, in performances/<model>/: <ds>.json (common metrics, values as "12.3 ms" strings),
+<ds>.csv (per-request distributions), <ds>_details.jsonl (one line per request: success, error_info,
+input_tokens, output_tokens, and time_points as {"__db_ref__": n}) and db_data/<db_name> (SQLite table
+numpy_store: row n = the request's time.perf_counter() points as a .npy float64 array: send, then each chunk)."""
+
+from __future__ import annotations
+
+import ast
+import sqlite3
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from apps.evals.aisbench.accuracy_output import FailedSample, parse_failed
+from apps.evals.aisbench.output_files import (
+    OutputError,
+    need,
+    number_with_unit,
+    read_csv,
+    read_json,
+    read_jsonl,
+)
+
+DISTRIBUTION_STATS = ("Average", "Min", "Max", "Median", "P75", "P90", "P99", "N")
+DISTRIBUTION_COLUMNS = ("Performance Parameters", "Stage", *DISTRIBUTION_STATS)
+
+
+@dataclass
+class Quantity:
+    value: float
+    unit: str | None  # times are in "ms"; throughputs keep theirs ("token/s", "req/s"); counts have None
+
+
+@dataclass
+class Distribution:
+    metric: str  # TTFT, TPOT, ITL, E2EL, InputTokens, OutputTokens, OutputTokenThroughput
+    stage: str
+    unit: str | None
+    average: float
+    min: float
+    max: float
+    median: float
+    p75: float
+    p90: float
+    p99: float
+    n: int
+
+
+@dataclass
+class RequestRow:
+    id: int
+    success: bool
+    error: str
+    input_tokens: int
+    output_tokens: int
+    start_ms: float | None = None  # since the first request of the dataset was sent
+    latency_ms: float | None = None  # send -> last chunk (E2EL)
+    ttft_ms: float | None = None  # send -> first chunk
+
+
+@dataclass
+class DatasetPerformance:
+    model: str
+    dataset: str
+    metrics: dict[str, Quantity] = field(default_factory=dict)  # the "total" stage of <ds>.json
+    metrics_by_stage: dict[str, dict[str, Quantity]] = field(default_factory=dict)
+    distributions: list[Distribution] = field(default_factory=list)
+    requests: list[RequestRow] = field(default_factory=list)
+    failed: list[FailedSample] = field(default_factory=list)
+
+    def distribution(self, metric: str, stage: str = "total") -> Distribution | None:
+        return next((d for d in self.distributions if d.metric == metric and d.stage == stage), None)
+
+
+def parse_metrics(path: Path) -> dict[str, dict[str, Quantity]]:
+    """{stage: {metric: Quantity}} from <ds>.json."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise OutputError(path, "", "is not a JSON object")
+    by_stage: dict[str, dict[str, Quantity]] = {}
+    for metric, stages in data.items():
+        if not isinstance(stages, dict):
+            raise OutputError(path, metric, "is not an object of stages")
+        for stage, cell in stages.items():
+            by_stage.setdefault(stage, {})[metric] = Quantity(*number_with_unit(cell, path, f"{metric}.{stage}"))
+    return by_stage
+
+
+def parse_distributions(path: Path) -> list[Distribution]:
+    out = []
+    for number, row in read_csv(path, DISTRIBUTION_COLUMNS):
+        stats, units = {}, set()
+        for stat in DISTRIBUTION_STATS:
+            stats[stat], unit = number_with_unit(row[stat], path, f"line {number}, column {stat}")
+            if stat != "N":
+                units.add(unit)
+        if len(units) != 1:
+            raise OutputError(path, f"line {number}", f"mixes units {sorted(map(str, units))}")
+        if stats["N"] != int(stats["N"]):
+            raise OutputError(path, f"line {number}, column N", f"{row['N']!r} is not a count")
+        out.append(Distribution(row["Performance Parameters"], row["Stage"], units.pop(),
+                                *(stats[s] for s in DISTRIBUTION_STATS[:-1]), n=int(stats["N"])))
+    return out
+
+
+def npy_float64(blob: bytes, where: str, db: Path) -> list[float]:
+    """A 1-D little-endian float64 .npy blob, read without numpy."""
+    if blob[:6] != b"\x93NUMPY" or len(blob) < 10:
+        raise OutputError(db, where, "is not a .npy array")
+    header_len, start = (struct.unpack_from("<H", blob, 8)[0], 10) if blob[6] == 1 else (
+        struct.unpack_from("<I", blob, 8)[0], 12)
+    try:
+        header = ast.literal_eval(blob[start:start + header_len].decode("latin-1"))
+        (count,) = header["shape"]
+        ok = header["descr"] == "<f8" and not header["fortran_order"]
+    except (ValueError, SyntaxError, KeyError, TypeError):
+        raise OutputError(db, where, "has an unreadable .npy header") from None
+    data = blob[start + header_len:]
+    if not ok or len(data) != 8 * count:
+        raise OutputError(db, where, f"is not {count} float64 values")
+    return list(struct.unpack(f"<{count}d", data))
+
+
+def load_time_points(db: Path) -> dict[int, list[float]]:
+    if not db.is_file():
+        return {}
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            rows = conn.execute("SELECT id, arr_blob FROM numpy_store").fetchall()
+    except sqlite3.Error as e:
+        raise OutputError(db, "numpy_store", f"cannot be read ({e})") from None
+    return {row_id: npy_float64(bytes(blob), f"numpy_store row {row_id}", db) for row_id, blob in rows}
+
+
+def parse_requests(details: Path) -> list[RequestRow]:
+    timed: list[tuple[RequestRow, list[float]]] = []
+    rows, databases = [], {}
+    for number, line in read_jsonl(details):
+        where = f"line {number}"
+        row = RequestRow(int(need(line, "id", int, details, where)), bool(need(line, "success", bool, details, where)),
+                         str(line.get("error_info") or ""), int(need(line, "input_tokens", int, details, where)),
+                         int(need(line, "output_tokens", int, details, where)))
+        rows.append(row)
+        ref, db_name = line.get("time_points"), line.get("db_name")
+        if isinstance(ref, dict) and "__db_ref__" in ref and isinstance(db_name, str) and "/" not in db_name:
+            if db_name not in databases:
+                databases[db_name] = load_time_points(details.parent / "db_data" / db_name)
+            points = databases[db_name].get(ref["__db_ref__"], [])
+            if len(points) >= 2:
+                timed.append((row, points))
+    first = min((points[0] for _, points in timed), default=0.0)
+    for row, points in timed:
+        row.start_ms = (points[0] - first) * 1000
+        row.latency_ms = (points[-1] - points[0]) * 1000
+        row.ttft_ms = (points[1] - points[0]) * 1000
+    return sorted(rows, key=lambda r: r.id)
+
+
+def parse_performance(run_dir: str | Path) -> list[DatasetPerformance]:
+    """Metrics, distributions and per-request rows of every (model, dataset) of a perf run folder."""
+    run = Path(run_dir)
+    out = []
+    for details in sorted(run.glob("performances/*/*_details.jsonl")):
+        folder, dataset = details.parent, details.name.removesuffix("_details.jsonl")
+        perf = DatasetPerformance(folder.name, dataset, requests=parse_requests(details),
+                                  failed=parse_failed(folder / f"{dataset}_failed.jsonl"))
+        if (folder / f"{dataset}.json").is_file():
+            perf.metrics_by_stage = parse_metrics(folder / f"{dataset}.json")
+            perf.metrics = perf.metrics_by_stage.get("total", {})
+        if (folder / f"{dataset}.csv").is_file():
+            perf.distributions = parse_distributions(folder / f"{dataset}.csv")
+        out.append(perf)
+    return out
