@@ -16,8 +16,26 @@ REQUIREMENTS=$REPO/requirements/aisbench.txt
 TORCH_PIN="torch==2.13.0"
 STAMP=$VENV/.pdcp-aisbench-stamp
 
+# The simulated model's tokenizer (simcluster/tokenizer_dir.py), rebuilt when the code that defines it changes;
+# world-readable: performance runs on a simulated AISBench client host read it as that host's login user.
+build_sim_tokenizer() {
+  local dest=${PDCP_SIM_TOKENIZER:-$VENV/sim-tokenizer}
+  local want
+  want=$(cat "$REPO/simcluster/tokenizer_dir.py" "$REPO/simcluster/engine/textgen.py" | sha256sum | cut -d' ' -f1)
+  if [ -f "$dest/.pdcp-stamp" ] && [ "$(cat "$dest/.pdcp-stamp")" = "$want" ]; then
+    return 0
+  fi
+  rm -rf "$dest.tmp"
+  (cd / && PYTHONPATH="$REPO" "$VENV/bin/python" -m simcluster.tokenizer_dir "$dest.tmp" >/dev/null)
+  echo "$want" > "$dest.tmp/.pdcp-stamp"
+  rm -rf "$dest"
+  mv "$dest.tmp" "$dest"
+  echo "simulated model's tokenizer: $dest"
+}
+
 wanted="$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1) $TORCH_PIN"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$wanted" ] && [ -x "$VENV/bin/ais_bench" ]; then
+  build_sim_tokenizer
   echo "AISBench is up to date in $VENV"
   exit 0
 fi
@@ -43,4 +61,5 @@ echo "torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)') in
 "$VENV/bin/ais_bench" --help >/dev/null
 echo "$wanted" > "$STAMP.tmp"
 mv "$STAMP.tmp" "$STAMP"
+build_sim_tokenizer
 echo "AISBench installed: $VENV/bin/ais_bench"

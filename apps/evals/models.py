@@ -98,6 +98,7 @@ class EvalRun(models.Model):
     log_tail = models.JSONField(default=list, blank=True)
     timestamps = models.JSONField(default=dict, blank=True,
                                   help_text="AISBench's output folder name per pass, e.g. {'accuracy': '20261201_101500'}")
+    passes_done = models.JSONField(default=list, blank=True, help_text="Passes judged successful; a resume skips them")
     accuracy = models.FloatField(null=True, blank=True, help_text="percent")
     accuracy_detail = models.JSONField(default=dict, blank=True)
     perf_summary = models.JSONField(default=dict, blank=True)
@@ -125,16 +126,6 @@ class EvalRun(models.Model):
     @property
     def can_resume(self) -> bool:
         return self.status in EVAL_RESUMABLE
-
-    @property
-    def results_done(self) -> set[str]:
-        """The passes whose results are stored (a resume skips them)."""
-        done = set()
-        if self.accuracy is not None:
-            done.add("accuracy")
-        if self.perf_summary:
-            done.add("performance")
-        return done
 
     @property
     def percent(self) -> int:

@@ -83,6 +83,10 @@ def installed_venv(home: Path, stamp: str) -> None:
     (home / "bin").mkdir(parents=True)
     executable(home / "bin" / "ais_bench", "#!/bin/sh\n")
     (home / ".pdcp-aisbench-stamp").write_text(stamp)
+    # the simulated model's tokenizer, current for the code that defines it
+    sources = b"".join((REPO / "simcluster" / f).read_bytes() for f in ("tokenizer_dir.py", "engine/textgen.py"))
+    (home / "sim-tokenizer").mkdir()
+    (home / "sim-tokenizer" / ".pdcp-stamp").write_text(hashlib.sha256(sources).hexdigest() + "\n")
 
 
 def test_a_current_stamp_does_nothing_fast(tmp_path):

@@ -1,0 +1,235 @@
+"""Real ais_bench against the simulated cluster's proxy (client -> proxy -> Prefill -> KV -> Decode).
+
+One deployment for the module (addresses 127.0.10.190-.195); every run is a real evaluate job run in this process.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simcluster.engine.answers import book_path, expected_correct, load_book
+from tests.deployments.simdeploy import REPO, remove_run_dir
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
+
+PREFIX, FIRST = "127.0.10", 190
+ACCURACY = 0.7
+BOOK = load_book(book_path("made-up-aime"))
+
+
+def _sim_spec() -> dict:
+    from simcluster.spec import reference_spec
+
+    spec = reference_spec(prefix=PREFIX)
+    for i, node in enumerate(spec["nodes"]):
+        node["address"] = f"{PREFIX}.{FIRST + i}"
+    spec["services"] = {}
+    return spec
+
+
+def _topology(run_dir: str) -> str:
+    data = yaml.safe_load((REPO / "examples" / "reference-topology-fixed.yaml").read_text())
+    data.update(launch_profile="sim", run_dir=run_dir, bench_client={"node": "bench"},
+                simulation={"answer_book": "made-up-aime", "accuracy": ACCURACY, "think": True})
+    for inst in data["instances"]:
+        inst.setdefault("env", {}).update(SIMCLUSTER_STARTUP_S="0.2", SIMCLUSTER_TIME_SCALE="0.3")
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    from simcluster import cluster
+
+    state_dir = Path(tempfile.mkdtemp(prefix="pdcp-evals-sim-", dir="/tmp"))
+    state_dir.chmod(0o755)
+    try:
+        yield cluster.up(_sim_spec(), state_dir)
+    finally:
+        cluster.down(state_dir)
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def run_dir():
+    from simcluster.rundirs import new_run_dir
+
+    path = new_run_dir("evals")
+    yield path
+    remove_run_dir(path)
+
+
+@pytest.fixture(autouse=True)
+def no_celery(monkeypatch):
+    from apps.jobs import tasks
+
+    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
+
+
+@pytest.fixture
+def deployed(sim, run_dir, transactional_db, make_user, tmp_path, settings):
+    """The reference topology deployed on the simulated cluster, stopped again after the test."""
+    from apps.deployments.services import deployment_create, deployment_deploy, deployment_stop
+    from apps.inventory.models import Cluster
+    from apps.inventory.services import inventory_import
+    from apps.jobs.models import Job
+    from apps.jobs.runner import run_job
+
+    settings.PDCP_EVALS_DIR = tmp_path / "evals"
+    inventory_import(Path(sim["inventory"]).read_text(), allow_key_files=True)
+    operator = make_user("operator", "op")
+    deployment = deployment_create(name="ref", cluster=Cluster.objects.get(name="reference"), user=operator,
+                                   yaml_text=_topology(run_dir))
+    job = deployment_deploy(deployment=deployment, user=operator, params={"health_timeout": 60})
+    run_job(job.pk)
+    job = Job.objects.get(pk=job.pk)
+    assert job.status == "successful", job.explanation
+    yield deployment, operator
+    stop = deployment_stop(deployment=deployment, user=operator, params={"stop_grace": 3})
+    run_job(stop.pk)
+
+
+def _evaluate(deployment, user, **settings):
+    from apps.evals.models import EvalRun
+    from apps.evals.services import eval_run_create
+    from apps.jobs.runner import run_job
+
+    run = eval_run_create(deployment=deployment, user=user,
+                          settings={"dataset": "catalogue:made-up-aime", "max_out_len": 512, "concurrency": 4,
+                                    "num_warmups": 0, "time_limit_s": 300, **settings})
+    run_job(run.job_id)
+    return EvalRun.objects.get(pk=run.pk)
+
+
+def _proxy_metrics(address: str, port: int) -> str:
+    return urllib.request.urlopen(f"http://{address}:{port}/metrics", timeout=10).read().decode()
+
+
+def test_accuracy_run_on_the_client_host_scores_what_the_simulated_model_knows(deployed):
+    deployment, operator = deployed
+    run = _evaluate(deployment, operator, mode="accuracy")
+    assert run.status == "succeeded", (run.explanation, "\n".join(run.log_tail))
+    assert run.client_node == "bench" and run.simulated
+    right = expected_correct(BOOK, ACCURACY)
+    assert run.accuracy == pytest.approx(100 * len(right) / len(BOOK), abs=0.01)
+    samples = list(run.samples.all())
+    assert len(samples) == len(BOOK)
+    assert {s.question.split("\n")[0] for s in samples if s.correct} == {q.split("\n")[0] for q in right}
+    wrong = next(s for s in samples if not s.correct)
+    assert wrong.extracted and wrong.extracted != wrong.reference
+    assert run.progress_done == run.progress_total == len(BOOK)
+    # the output folder came home over SFTP
+    from apps.evals.hosts import local_run_dir
+
+    assert list((local_run_dir(run.pk) / "out-accuracy").glob("*/summary/summary_*.csv"))
+
+
+def _decode_metrics(deployment) -> str:
+    from apps.deployments.models import Process
+
+    return "\n".join(_proxy_metrics(p.address, p.ports[0])
+                     for p in Process.objects.filter(deployment=deployment, role="decode"))
+
+
+def test_performance_run_counts_what_the_proxy_and_engines_counted(deployed):
+    from apps.deployments.models import Process
+
+    deployment, operator = deployed
+    proxy = Process.objects.get(deployment=deployment, key="proxy")
+    before, decode_before = _proxy_metrics(proxy.address, proxy.ports[0]), _decode_metrics(deployment)
+    run = _evaluate(deployment, operator, mode="performance", num_prompts=8, max_out_len=64)
+    assert run.status == "succeeded", (run.explanation, run.log_tail)
+    after, decode_after = _proxy_metrics(proxy.address, proxy.ports[0]), _decode_metrics(deployment)
+    summary = run.perf_summary
+    assert summary["requests_total"] == 8 and summary["requests_failed"] == 0
+    assert _counter_delta(before, after, "pdproxy_requests_total") == 8
+    # AISBench's token counts (the sim tokenizer) = what the Prefill reported to the proxy and the Decodes generated
+    assert summary["input_tokens_total"] == _counter_delta(before, after, "pdproxy_edge_prompt_tokens_total")
+    assert summary["output_tokens_total"] == _counter_delta(decode_before, decode_after,
+                                                            "vllm:generation_tokens_total")
+    assert len(run.perf_requests) == 8
+    assert summary["output_tokens_total"] == sum(r["output_tokens"] for r in run.perf_requests)
+    assert run.perf_percentiles["TTFT"]["p90"] > 0 and run.perf_percentiles["TPOT"]["avg"] > 0
+
+
+def _counter_delta(before: str, after: str, name: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def total(text):
+        return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                   if s.name == name)
+
+    return total(after) - total(before)
+
+
+def test_an_endpoint_that_is_down_fails_the_run_although_ais_bench_exits_0(deployed):
+    from apps.evals.models import EvalRun
+    from apps.evals.services import eval_run_create
+    from apps.jobs.runner import run_job
+
+    deployment, operator = deployed
+    run = eval_run_create(deployment=deployment, user=operator,
+                          settings={"dataset": "catalogue:made-up-aime", "num_prompts": 2, "num_warmups": 0})
+    EvalRun.objects.filter(pk=run.pk).update(endpoint_url=f"http://{PREFIX}.199:9/", client_node="")
+    run_job(run.job_id)
+    run = EvalRun.objects.get(pk=run.pk)
+    assert run.status == "failed"
+    assert "accuracy run failed" in run.explanation
+    assert run.log_tail
+
+
+def test_cancel_mid_run_leaves_no_process_and_resume_finishes_it(deployed):
+    from apps.evals.models import EvalRun
+    from apps.evals.services import eval_cancel, eval_resume, eval_run_create
+    from apps.jobs.runner import run_job
+
+    deployment, operator = deployed
+    run = eval_run_create(deployment=deployment, user=operator,
+                          settings={"dataset": "catalogue:made-up-aime", "concurrency": 1, "num_warmups": 0,
+                                    "mode": "accuracy"})
+    def work():
+        from django.db import connections
+
+        try:
+            run_job(run.job_id)
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    deadline = time.monotonic() + 120
+    while EvalRun.objects.get(pk=run.pk).progress_done < 3 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    eval_cancel(run=EvalRun.objects.get(pk=run.pk), user=operator)
+    worker.join(60)
+    run = EvalRun.objects.get(pk=run.pk)
+    assert run.status == "canceled", run.explanation
+    assert not _ais_bench_processes(), "ais_bench left running on the client host"
+
+    eval_resume(run=run, user=operator)
+    run_job(EvalRun.objects.get(pk=run.pk).job_id)
+    run = EvalRun.objects.get(pk=run.pk)
+    assert run.status == "succeeded", (run.explanation, run.log_tail)
+    assert run.samples.count() == len(BOOK)
+    log = "\n".join(run.job.events.values_list("text", flat=True))
+    assert "--reuse" in log
+
+
+def _ais_bench_processes() -> list[str]:
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "ais_bench" in cmd and "eval_config.py" in cmd:
+            found.append(cmd)
+    return found
+
