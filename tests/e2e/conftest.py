@@ -101,7 +101,7 @@ def live_stack(transactional_db, tmp_path, settings):
     web = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                             "controlplane.asgi:application"], cwd=ROOT, env=env, stdout=web_log.open("w"),
                            stderr=subprocess.STDOUT, start_new_session=True)
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-Q", f"{prefix}.ssh",
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-Q", f"{prefix}.ssh,{prefix}.evals",
                                "--pool=solo", "--without-gossip", "--without-mingle", "--loglevel=INFO"],
                               cwd=ROOT, env=env, stdout=worker_log.open("w"), stderr=subprocess.STDOUT,
                               start_new_session=True)
