@@ -92,8 +92,12 @@ def _start_job(run: EvalRun, user, *, resume: bool = False) -> None:
 
 
 def eval_cancel(*, run: EvalRun, user) -> EvalRun:
-    if run.is_finished or run.job is None:
+    if run.is_finished:
         raise EvalStateError(f"eval #{run.pk} already ended ({run.get_status_display().lower()})")
+    if run.job is None:  # a sweep's later run, waiting for its turn
+        _cancel_waiting(EvalRun.objects.filter(pk=run.pk), user)
+        run.refresh_from_db()
+        return run
     try:
         job = job_cancel(run.job, user=user)
     except JobStateError as exc:
@@ -103,6 +107,7 @@ def eval_cancel(*, run: EvalRun, user) -> EvalRun:
                                                  explanation=job.explanation)
         run.refresh_from_db()
         eval_emit(run)
+        start_next_in_sweep(run)
     return run
 
 
@@ -132,8 +137,22 @@ def eval_sweep_create(*, deployment: Deployment, user, settings: dict, concurren
     return sweep
 
 
+def _cancel_waiting(runs, user) -> None:
+    note = f"canceled by {user.get_username() if user else 'the operator'} before it started"
+    for run in runs.filter(job__isnull=True, status=EvalStatus.PENDING):
+        EvalRun.objects.filter(pk=run.pk).update(status=EvalStatus.CANCELED, finished=timezone.now(),
+                                                 explanation=note)
+        run.refresh_from_db()
+        eval_emit(run)
+
+
 def start_next_in_sweep(run: EvalRun) -> EvalRun | None:
+    """After a sweep's run ended: start the next one; a canceled run cancels the rest of the series."""
     if run.sweep_id is None:
+        return None
+    waiting = EvalRun.objects.filter(sweep_id=run.sweep_id)
+    if run.status == EvalStatus.CANCELED:
+        _cancel_waiting(waiting, run.created_by)
         return None
     nxt = (EvalRun.objects.filter(sweep_id=run.sweep_id, job__isnull=True, status=EvalStatus.PENDING)
            .order_by("concurrency").first())
