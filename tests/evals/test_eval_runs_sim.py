@@ -182,6 +182,7 @@ def test_an_endpoint_that_is_down_fails_the_run_although_ais_bench_exits_0(deplo
     run = EvalRun.objects.get(pk=run.pk)
     assert run.status == "failed"
     assert "accuracy run failed" in run.explanation
+    assert f"the endpoint {PREFIX}.199:9 refused the connection" in run.explanation
     assert run.log_tail
 
 
