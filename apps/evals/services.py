@@ -207,3 +207,17 @@ def eval_payload(run: EvalRun) -> dict:
 def eval_emit(run: EvalRun) -> None:
     payload = eval_payload(run)
     transaction.on_commit(lambda: emit(f"evalrun-{run.pk}", payload))
+
+
+def eval_follow_job_end(job) -> None:
+    """A run whose job ended without the run saying so (its worker died, a crash before the run was touched)
+    ends as the job did, so it never stays "running" and its sweep goes on."""
+    run = EvalRun.objects.filter(job=job).first()
+    if run is None or run.is_finished:
+        return
+    status = EvalStatus.CANCELED if job.status == "canceled" else EvalStatus.FAILED
+    EvalRun.objects.filter(pk=run.pk).update(status=status, finished=timezone.now(),
+                                             explanation=job.explanation or f"its job ended {job.status}")
+    run.refresh_from_db()
+    eval_emit(run)
+    start_next_in_sweep(run)

@@ -15,6 +15,7 @@ from apps.realtime.push import emit
 from .choices import ALLOWED_TRANSITIONS, FINISHED, JobKind, JobStatus
 from .models import Job, JobEvent
 from .queues import job_queue
+from .signals import job_ended
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,8 @@ def job_transition(job: Job, new: JobStatus, *, explanation: str = "", **fields)
     job.refresh_from_db()
     if changed:
         transaction.on_commit(lambda: emit(f"job-{job.pk}", status_payload(job)))
+        if new in FINISHED:
+            transaction.on_commit(lambda: job_ended.send(sender=Job, job=job))
     return bool(changed)
 
 

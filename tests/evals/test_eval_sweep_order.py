@@ -65,3 +65,26 @@ def test_a_waiting_run_can_be_canceled_alone(deployment, evals_dir, queued, djan
     first.refresh_from_db()
     assert (third.status, first.status) == ("canceled", "pending")
     assert "before it started" in third.explanation
+
+
+def test_a_run_whose_worker_died_fails_and_its_sweep_goes_on(deployment, evals_dir, queued,
+                                                             django_capture_on_commit_callbacks):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.evals.models import EvalRun
+    from apps.jobs.models import Job
+    from apps.jobs.services import sweep_orphaned_jobs
+
+    sweep = _sweep(deployment, evals_dir, django_capture_on_commit_callbacks, points=(1, 2))
+    first, second = sweep.runs.order_by("concurrency")
+    EvalRun.objects.filter(pk=first.pk).update(status="running")
+    Job.objects.filter(pk=first.job_id).update(status="running", worker="elsewhere:1",
+                                               heartbeat=timezone.now() - timedelta(hours=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert sweep_orphaned_jobs() == [first.job_id]
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.status == "failed" and "worker running it" in first.explanation
+    assert second.job_id and queued[-1] == second.job_id
