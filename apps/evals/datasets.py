@@ -103,7 +103,15 @@ def dataset_choices() -> list[DatasetChoice]:
 
 
 def dataset_choice(key: str) -> DatasetChoice | None:
-    return next((c for c in dataset_choices() if c.key == key), None)
+    """One choice by key, reading only its own file (dataset_choices counts the lines of every file)."""
+    kind, _, name = key.partition(":")
+    if kind == "catalogue":
+        entry = next((e for e in CATALOGUE if e.name == name), None)
+        return _catalogue_choice(entry) if entry else None
+    if kind == "upload":
+        dataset = EvalDataset.objects.filter(name=name).first()
+        return _upload_choice(dataset) if dataset else None
+    return None
 
 
 class DatasetFileError(ValueError):

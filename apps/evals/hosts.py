@@ -29,11 +29,10 @@ from sshexec.process_commands import (
 )
 from sshexec.transfer import download_tree
 
-from .aisbench.install import check_install
 from .aisbench.progress import count_finished, parse_progress_output, progress_command
+from .install_status import local_install_problem
 
 KILL_AFTER_S = 15  # timeout's grace between TERM and KILL
-_INSTALL_OK: set[tuple[str, int]] = set()  # (executable, mtime) that passed check_install in this worker
 
 
 class HostError(Exception):
@@ -95,17 +94,7 @@ class LocalHost(EvalHost):
         self._log: Path | None = None
 
     def check(self) -> str:
-        # A passing check (a ~1 s import probe) holds while the executable is unchanged; a failing one is redone.
-        try:
-            key = (self.executable, os.stat(self.executable).st_mtime_ns)
-        except OSError:
-            key = None
-        if key is not None and key in _INSTALL_OK:
-            return ""
-        status = check_install(self.executable)
-        if status.ok and key is not None:
-            _INSTALL_OK.add(key)
-        return "" if status.ok else status.problem
+        return local_install_problem()
 
     def put_files(self, files: dict[str, str]) -> str:
         self.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -10,18 +10,16 @@ from django.conf import settings as django_settings
 from django.db import transaction
 from django.utils import timezone
 
-from apps.deployments.inventory_lookup import cluster_nodes
+from apps.deployments.inventory_lookup import SIM_PROFILE, cluster_nodes
 from apps.deployments.models import Deployment
 from apps.jobs.choices import JobKind
 from apps.jobs.services import JobStateError, job_cancel, job_create
 from apps.realtime.push import emit
 
 from .choices import EvalMode, EvalStatus
-from .datasets import DatasetFileError, dataset_choice, uploads_root, validate_jsonl
+from .datasets import CATALOGUE, DatasetFileError, dataset_choice, uploads_root, validate_jsonl
 from .models import EvalDataset, EvalRun, EvalSweep, slug_validator
 from .run_settings import BadRunSettings, RunSettings, parse_concurrencies
-
-SIM_PROFILE = "sim"
 
 
 class EvalStateError(Exception):
@@ -173,7 +171,7 @@ def eval_dataset_upload(*, name: str, family: str, data: bytes, user, descriptio
         errors["description"] = "at most 200 characters"
     if family not in ("aime", "gsm8k"):
         errors["family"] = "expected aime or gsm8k"
-    if EvalDataset.objects.filter(name=name).exists() or name in ("made-up-aime", "aime2025", "aime2024", "gsm8k"):
+    if EvalDataset.objects.filter(name=name).exists() or name in {e.name for e in CATALOGUE}:
         errors["name"] = f"a dataset named {name!r} exists already"
     if errors:
         raise BadRunSettings(errors)

@@ -3,7 +3,6 @@ Thin: run_settings and the services validate and write, selectors read; every er
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -17,7 +16,8 @@ from . import charts, forms
 from .choices import EvalMode
 from .datasets import MAX_UPLOAD_BYTES, dataset_choices, datasets_root, uploads_root
 from .downloads import run_folder, zip_response
-from .models import EvalDataset, EvalRun, EvalSweep
+from .install_status import local_install_problem
+from .models import EvalRun, EvalSweep
 from .run_settings import BadRunSettings, RunSettings, parse_concurrencies
 from .selectors import compare_runs, runs_list, samples_of
 from .services import (
@@ -33,28 +33,7 @@ from .services import (
 RUNS_PER_PAGE = 50
 SAMPLES_PER_PAGE = 25
 MAX_COMPARED = 8
-INSTALL_CHECK_TTL_S = {True: 600, False: 30}  # by "installed fine": a repaired install shows up soon
 LIGHT_RUN = ("perf_requests", "revision_spec")  # what lists never show
-
-
-def aisbench_problem() -> str:
-    """Why ais_bench cannot run on the control plane ("" when it can); cached, as the check starts its Python."""
-    key = f"evals:aisbench-install:{settings.PDCP_AISBENCH}"
-    problem = cache.get(key)
-    if problem is None:
-        problem = _check_aisbench()
-        cache.set(key, problem, INSTALL_CHECK_TTL_S[not problem])
-    return problem
-
-
-def _check_aisbench() -> str:
-    try:
-        from .aisbench.install import check_install
-
-        status = check_install(settings.PDCP_AISBENCH)
-    except Exception as exc:  # noqa: BLE001 - the banner says what went wrong, never a traceback
-        return f"the AISBench install could not be checked ({type(exc).__name__}: {exc}); run `make aisbench`"
-    return "" if status.ok else status.problem
 
 
 def _deployment_from(raw: str) -> Deployment | None:
@@ -72,7 +51,7 @@ def eval_list(request):
     deployment_id = int(raw) if raw.isdecimal() else None
     page = Paginator(runs_list(deployment_id=deployment_id), RUNS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "evals/list.html", {
-        "page": page, "deployment_id": deployment_id, "install_problem": aisbench_problem(),
+        "page": page, "deployment_id": deployment_id, "install_problem": local_install_problem(),
         "deployments": Deployment.objects.order_by("name").values("pk", "name")})  # audited: never deferred
 
 
@@ -98,7 +77,7 @@ def _run_form(request, *, fields, template, create):
         "fields": forms.bind(fields, values, errors), "errors": errors,
         "other_errors": forms.other_errors(errors, fields), "deployments": forms.deployment_options(
             str(deployment.pk) if deployment else ""), "datasets": forms.dataset_options(dataset),
-        "install_problem": aisbench_problem(), "sim_tokenizer": settings.PDCP_SIM_TOKENIZER,
+        "install_problem": local_install_problem(), "sim_tokenizer": settings.PDCP_SIM_TOKENIZER,
     }, status=400 if errors else 200)
 
 
@@ -271,8 +250,6 @@ def dataset_upload(request):
     errors = {}
     if upload is not None and upload.size > MAX_UPLOAD_BYTES:
         errors["file"] = f"the file is larger than {MAX_UPLOAD_BYTES >> 20} MB"
-    if len(form["description"]) > EvalDataset._meta.get_field("description").max_length:
-        errors["description"] = "at most 200 characters"
     if not errors:
         try:
             dataset = eval_dataset_upload(name=form["name"], family=form["family"], description=form["description"],

@@ -140,3 +140,25 @@ def browser(monkeypatch):
             # ORM calls made while Playwright runs use a context of their own (greenlets): close its connection.
             connections.close_all()
             b.close()
+
+
+@pytest.fixture(scope="module")
+def sim():
+    """The deployment tests' simulated cluster (tests/deployments/simdeploy.py), one per module."""
+    from tests.deployments.simdeploy import start_cluster, stop_cluster
+
+    state_dir, state = start_cluster()
+    try:
+        yield state
+    finally:
+        stop_cluster(state_dir)
+
+
+@pytest.fixture
+def run_dir():
+    """A deployment's run dir below the simulated nodes' private root; whatever still runs there fails the test."""
+    from tests.deployments.simdeploy import new_run_dir, remove_run_dir
+
+    path = new_run_dir()
+    yield path
+    remove_run_dir(path)

@@ -9,31 +9,11 @@ from pathlib import Path
 import pytest
 
 from tests.deployments.simdeploy import (
-    new_run_dir,
     processes_mentioning,
-    remove_run_dir,
-    start_cluster,
-    stop_cluster,
     topology_yaml,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def sim():
-    state_dir, state = start_cluster()
-    try:
-        yield state
-    finally:
-        stop_cluster(state_dir)
-
-
-@pytest.fixture
-def run_dir():
-    path = new_run_dir()
-    yield path
-    remove_run_dir(path)
 
 
 @pytest.fixture

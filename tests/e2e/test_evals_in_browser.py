@@ -7,32 +7,10 @@ from pathlib import Path
 import pytest
 
 from simcluster.engine.answers import book_path, expected_correct, load_book
-from tests.deployments.simdeploy import (
-    new_run_dir,
-    remove_run_dir,
-    start_cluster,
-    stop_cluster,
-    topology_yaml,
-)
+from tests.deployments.simdeploy import topology_yaml
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(400)]
 BOOK = load_book(book_path("made-up-aime"))
-
-
-@pytest.fixture(scope="module")
-def sim():
-    state_dir, state = start_cluster()
-    try:
-        yield state
-    finally:
-        stop_cluster(state_dir)
-
-
-@pytest.fixture
-def run_dir():
-    path = new_run_dir()
-    yield path
-    remove_run_dir(path)
 
 
 def _yaml(run_dir: str, accuracy: float) -> str:
