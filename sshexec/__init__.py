@@ -15,6 +15,8 @@ from .errors import (
 from .hostkeys import fetch_host_key, host_key_fingerprint
 from .pool import SshPool, TargetResult, run_on_many
 from .process_commands import (
+    EnvExtend,
+    LaunchFile,
     LaunchSpec,
     ProcessState,
     detached_start_command,
@@ -29,6 +31,8 @@ from .target import SshTarget
 
 __all__ = [
     "CommandResult",
+    "EnvExtend",
+    "LaunchFile",
     "LaunchSpec",
     "ProcessState",
     "SshAuthFailed",

@@ -29,6 +29,8 @@ from types import MappingProxyType
 from .errors import SshTargetInvalid
 
 __all__ = [
+    "EnvExtend",
+    "LaunchFile",
     "LaunchSpec",
     "ProcessState",
     "detached_start_command",
@@ -113,12 +115,32 @@ def private_dirs_command(dirs, files=(), *, create: bool = True) -> str:
 
 
 @dataclass(frozen=True)
+class EnvExtend:
+    """An environment value that keeps the node's own: `prepend` + sep + $NAME + sep + `append`, where the
+    separators appear only next to a non-empty part (LD_LIBRARY_PATH=/x/mooncake:$LD_LIBRARY_PATH)."""
+
+    prepend: str = ""
+    append: str = ""
+    separator: str = ":"
+
+
+@dataclass(frozen=True)
+class LaunchFile:
+    """A file the process reads (mooncake.json, mmc-local.conf), written before it starts, removed by stop."""
+
+    path: PurePosixPath | str  # absolute
+    content: str
+    mode: int = 0o600
+
+
+@dataclass(frozen=True)
 class LaunchSpec:
     argv: tuple[str, ...]
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str | EnvExtend] = field(default_factory=dict)
     workdir: PurePosixPath | str = field(kw_only=True)  # absolute: the run dir, checked from / down
     log_file: PurePosixPath | str = "process.log"  # relative paths are relative to workdir
     pid_file: PurePosixPath | str = "process.pid"
+    files: tuple[LaunchFile, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "argv", tuple(self.argv))
