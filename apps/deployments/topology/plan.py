@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sshexec import LaunchSpec, detached_start_command
 
-STAGE_ORDER = ("store", "kv_pool", "engines", "proxy")  # dependencies first: D/P need the pool, the proxy needs P/D
+STAGE_ORDER = ("kv_pool", "engines", "proxy")  # dependencies first: D/P need the pool, the proxy needs P/D
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class Stage:
 class Plan:
     profile: str
     stages: tuple[Stage, ...]
+    warnings: tuple[str, ...] = ()  # renders, but may not mean what was written (topology/engine_rules.env_warnings)
 
     @property
     def processes(self) -> tuple[PlannedProcess, ...]:
