@@ -24,6 +24,7 @@ from .process_commands import (
     private_dirs_command,
     process_marker,
     process_state_command,
+    remove_files_command,
     stop_command,
     tail_command,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "private_dirs_command",
     "process_marker",
     "process_state_command",
+    "remove_files_command",
     "run_on_many",
     "stop_command",
     "tail_command",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import posixpath
 import re
 import shlex
 from collections.abc import Mapping
@@ -38,11 +39,13 @@ __all__ = [
     "private_dirs_command",
     "process_marker",
     "process_state_command",
+    "remove_files_command",
     "stop_command",
     "tail_command",
 ]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SEPARATORS = ":;, "
 q = shlex.quote
 
 MARKER_VARIABLE = "PDCP_PROCESS"
@@ -155,8 +158,14 @@ class LaunchSpec:
                 raise SshTargetInvalid(f"environment variable name {name!r} is not a shell identifier")
             if name == MARKER_VARIABLE:
                 raise SshTargetInvalid(f"{MARKER_VARIABLE} is set by the start itself (it tells our processes)")
-            if "\0" in value:
+            if isinstance(value, EnvExtend):
+                _check_extend(name, value)
+            elif not isinstance(value, str):
+                raise SshTargetInvalid(f"environment value of {name} must be a string or an EnvExtend")
+            elif "\0" in value:
                 raise SshTargetInvalid(f"environment value of {name} contains a NUL byte")
+        object.__setattr__(self, "files", tuple(self.files))
+        _check_files(self.files)
         for word in (*self.argv, str(self.workdir), str(self.log_file), str(self.pid_file)):
             if "\0" in word:
                 raise SshTargetInvalid(f"{word!r} contains a NUL byte")
@@ -177,6 +186,59 @@ class LaunchSpec:
         return PurePosixPath(self.workdir) / self.pid_file
 
 
+def _check_extend(name: str, value: EnvExtend) -> None:
+    if not isinstance(value.prepend, str) or not isinstance(value.append, str):
+        raise SshTargetInvalid(f"prepend and append of {name} must be strings")
+    if not value.prepend and not value.append:
+        raise SshTargetInvalid(f"extending {name} needs a prepend or an append")
+    if "\0" in value.prepend + value.append:
+        raise SshTargetInvalid(f"environment value of {name} contains a NUL byte")
+    if not isinstance(value.separator, str) or len(value.separator) != 1 or value.separator not in _SEPARATORS:
+        raise SshTargetInvalid(f"separator of {name} must be one of {list(_SEPARATORS)}, got {value.separator!r}")
+
+
+def _check_path(path) -> str:
+    """An absolute, normalised path without '..', NUL or newline (the start checks files line by line)."""
+    text = str(path)
+    if "\0" in text or "\n" in text:
+        raise SshTargetInvalid(f"{text!r} contains a NUL byte or a newline")
+    if not text.startswith("/") or text == "/" or posixpath.normpath(text) != text or ".." in text.split("/"):
+        raise SshTargetInvalid(f"file path must be absolute and normalised (no '..'), got {text!r}")
+    return text
+
+
+def _check_files(files: tuple[LaunchFile, ...]) -> None:
+    seen: dict[str, LaunchFile] = {}
+    for f in files:
+        if not isinstance(f, LaunchFile):
+            raise SshTargetInvalid(f"files must be LaunchFile values, got {f!r}")
+        path = _check_path(f.path)
+        if not isinstance(f.content, str) or "\0" in f.content:
+            raise SshTargetInvalid(f"content of {path} must be text without NUL bytes")
+        if isinstance(f.mode, bool) or not isinstance(f.mode, int) or not 0 <= f.mode <= 0o777:
+            raise SshTargetInvalid(f"mode of {path} must be 0..0o777, got {f.mode!r}")
+        other = seen.setdefault(path, f)
+        if (other.content, other.mode) != (f.content, f.mode):
+            raise SshTargetInvalid(f"{path} is named twice with different content or mode")
+
+
+def _extended_value(name: str, value: EnvExtend) -> str:
+    """One shell word: prepend, the node's own $name, append, a separator only next to a non-empty part. The
+    node's value is expanded inside double quotes (never split nor evaluated); our text is single-quoted."""
+    sep, word = value.separator, ""
+    if value.prepend:
+        word = q(value.prepend) + f'"${{{name}:+{sep}${name}}}"'
+        if value.append:
+            word += q(sep + value.append)
+    else:
+        word = f'"${{{name}:+${name}{sep}}}"' + q(value.append)
+    return f"{name}={word}"
+
+
+def _unique_files(files) -> list[LaunchFile]:
+    return list({str(f.path): f for f in files}.values())
+
+
 def detached_start_command(spec: LaunchSpec) -> str:
     """Start argv detached (own session, no terminal, output to log_file); print its PID.
 
@@ -184,19 +246,28 @@ def detached_start_command(spec: LaunchSpec) -> str:
     module's doc), or if the PID file did not appear within 5 s.
     """
     wd, log, pid = q(str(spec.workdir)), q(str(spec.log_path)), q(str(spec.pid_path))
-    env_words = " ".join(q(f"{k}={v}") for k, v in sorted(spec.env.items()))
+    env = sorted(spec.env.items())
+    env_words = " ".join(q(f"{k}={v}") for k, v in env if isinstance(v, str))
+    # Assignments before setsid reach the process through the environment; `env --` would not expand them.
+    extended = "".join(_extended_value(k, v) + " " for k, v in env if isinstance(v, EnvExtend))
+    files = _unique_files(spec.files)
     argv_words = " ".join(q(a) for a in spec.argv)
     child = q('echo $$ > "$1" || exit 125; shift; exec "$@"')
     before = "; ".join([
         private_dirs_command([spec.workdir, spec.log_path.parent, spec.pid_path.parent],
-                             files=[spec.log_path, spec.pid_path]),
+                             files=[spec.log_path, spec.pid_path, *(f.path for f in files)]),
         f"cd -- {wd} || exit 1",
         f"rm -f -- {pid}",
         f'if [ -e {pid} ]; then echo "cannot remove stale pid file" >&2; exit 1; fi',
     ])
+    if files:
+        # The process reads only what the plan says (and a changed file changes this line, so its fingerprint).
+        sums = " ".join(f"{hashlib.sha256(f.content.encode()).hexdigest()} {q(str(f.path))}" for f in files)
+        before += (f"; printf '%s  %s\\n' {sums} | sha256sum -c --status - || "
+                   '{ echo "pdcp: the launch files are missing or differ from the plan" >&2; exit 1; }')
     # The marker is in the environment from the first instant the pid file names the process (sh writes it,
     # then execs env, then argv: all inherit it). SPT_NOENV=1 keeps Python's setproctitle from overwriting it.
-    launch = (f"{q(_marker_line(spec.pid_path))} SPT_NOENV=1 setsid nohup sh -c {child} sh {pid} env -- "
+    launch = (f"{extended}{q(_marker_line(spec.pid_path))} SPT_NOENV=1 setsid nohup sh -c {child} sh {pid} env -- "
               f"{env_words + ' ' if env_words else ''}{argv_words} > {log} 2>&1 < /dev/null")
     after = "; ".join([
         f"i=0; while [ ! -s {pid} ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done",
@@ -266,6 +337,16 @@ def parse_process_state(stdout: str) -> ProcessState:
     if len(words) == 2 and words[0] in ("running", "stopped", "zombie") and words[1].isdecimal():
         return ProcessState(words[0], int(words[1]))
     raise ValueError(f"unexpected process state output: {stdout.strip()!r}")
+
+
+def remove_files_command(paths) -> str:
+    """Remove the launch files a stop leaves behind: prints "removed <path>" or "absent <path>" per path. Exit 1
+    (the reason on stderr), removing nothing, when one is a symbolic link or not a regular file."""
+    words = " ".join(q(_check_path(p)) for p in paths)
+    if not words:
+        raise SshTargetInvalid("no files to remove")
+    return (f"{_PDCP_FILES}; pdcp_files {words} || exit 1; for f in {words}; do "
+            'if [ -e "$f" ]; then rm -f -- "$f" || exit 1; echo "removed $f"; else echo "absent $f"; fi; done')
 
 
 def tail_command(path: PurePosixPath | str, lines: int = 200) -> str:
