@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sshexec import LaunchSpec, detached_start_command
+from sshexec import LaunchSpec
+
+from .plan_view import plan_view  # it names this module's types only in annotations
 
 STAGE_ORDER = ("kv_pool", "engines", "proxy")  # dependencies first: D/P need the pool, the proxy needs P/D
 
@@ -41,15 +43,18 @@ class Plan:
 
 
 def plan_to_text(plan: Plan) -> str:
-    """What the operator reads before anything runs: per stage, per node, the exact shell line."""
+    """What the operator reads before anything runs: per stage, per node, each process as the docs write it (files,
+    exports, the program with one flag per line: plan_view) and then the exact line a deploy sends, with the wrapper
+    (run-dir checks, pid file, log, setsid) the docs leave out."""
     lines = [f"# launch profile: {plan.profile}; {len(plan.processes)} processes in {len(plan.stages)} stages"]
-    for n, stage in enumerate(plan.stages, 1):
-        lines.append(f"\n## stage {n}: {stage.name}")
-        for node in dict.fromkeys(p.node for p in stage.processes):
-            procs = [p for p in stage.processes if p.node == node]
-            lines.append(f"### {node} ({procs[0].address})")
-            for p in procs:
+    for stage in plan_view(plan):
+        lines.append(f"\n## stage {stage.number}: {stage.name}")
+        for node in stage.nodes:
+            lines.append(f"### {node.node} ({node.address})")
+            for p in node.processes:
                 window = f" kv {p.kv_port_window[0]}-{p.kv_port_window[1]}" if p.kv_port_window else ""
                 lines.append(f"# {p.key}: ports {', '.join(map(str, p.ports))}{window}; health {p.health_url}")
-                lines.append(detached_start_command(p.launch))
+                lines.append(p.text)
+                lines.append(f"# {p.key} exactly as a deploy starts it (run-dir checks, pid file, log, setsid):")
+                lines.append(p.start_line)
     return "\n".join(lines) + "\n"
