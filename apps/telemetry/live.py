@@ -59,6 +59,10 @@ def kv_bytes_rate(prompt_tok_s: float | None, kv_bytes_per_token: int | None) ->
     return prompt_tok_s * kv_bytes_per_token
 
 
+def ratio(part: float | None, whole: float | None) -> float | None:
+    return part / whole if part is not None and whole else None
+
+
 def _status(readings: list[TargetReading]) -> tuple[str, str]:
     bad = [r for r in readings if r.status != OK]
     if not bad:
@@ -93,10 +97,11 @@ def live_state(*, deployment_id: int, at: float, targets: list[TargetInfo], read
         if r.role == "proxy":
             services[r.key] = _proxy_service(r, prev_values.get(r.key, {}), dt)
         elif r.role == "kv_pool":
-            services[r.key] = {"status": r.status, "reason": r.reason, **(r.values if r.status == OK else {})}
+            services[r.key] = _pool_service(r, prev_values.get(r.key, {}), dt)
     return {
         "deployment": deployment_id, "at": at, "interval_s": dt, "kv_bytes_per_token": kv_bytes_per_token,
         "targets": [r.as_dict() for r in readings], "instances": instances, "edges": edges, "services": services,
+        "pool": _pool_summary(instances, next((r.key for r in readings if r.role == "kv_pool"), None)),
     }
 
 
@@ -109,8 +114,11 @@ def _instance(rows: list[tuple[TargetReading, dict]], dt: float | None) -> dict:
         return sum(vals) if vals else None
 
     def was(p: dict, field: str) -> float | None:
-        # A counter the previous (good) reading did not show had not been observed yet: it counts from 0.
-        return p.get(field) if p.get(field) is not None else (0.0 if p else None)
+        # A counter the previous (good) reading did not show had not been observed yet: it counts from 0. A field
+        # the previous round's values lack altogether was stored before this code read it: no rate this once.
+        if field not in p:
+            return None
+        return p[field] if p[field] is not None else 0.0
 
     def rate_sum(field):
         vals = [rate(v.get(field), was(p, field), dt) for v, p in ok]
@@ -123,14 +131,91 @@ def _instance(rows: list[tuple[TargetReading, dict]], dt: float | None) -> dict:
         pairs = [(s, c) for s, c in pairs if s is not None and c]
         return sum(s for s, _ in pairs) / sum(c for _, c in pairs) if pairs else None
 
+    def delta_sum(field):
+        vals = [counter_delta(v.get(field), was(p, field)) for v, p in ok]
+        vals = [x for x in vals if x is not None]
+        return sum(vals) if vals else None
+
+    def hit_rates(hits: str, queries: str) -> tuple[float | None, float | None]:
+        """Share of looked-up tokens found: over the window (None when nothing was looked up in it), since start."""
+        return (ratio(delta_sum(hits), delta_sum(queries)) if dt else None), ratio(total(hits), total(queries))
+
     usages = [v["kv_usage"] for v, _ in ok if v.get("kv_usage") is not None]
+    prefix_window, prefix_total = hit_rates("prefix_hits", "prefix_queries")
+    pool_window, pool_total = hit_rates("external_hits", "external_queries")
     return {
         "status": status, "reason": reason, "processes": len(rows), "reachable": len(ok),
         "running": total("running"), "waiting": total("waiting"),
         "kv_usage": max(usages) if usages else None,  # the fullest rank: that is the one that will stall
         "prompt_tok_s": rate_sum("prompt_tokens"), "gen_tok_s": rate_sum("generation_tokens"),
         "ttft_s": mean("ttft") if dt else None, "itl_s": mean("itl") if dt else None,
+        "prefix_hit_rate": prefix_window, "prefix_hit_rate_total": prefix_total,
+        "pool_hit_rate": pool_window, "pool_hit_rate_total": pool_total, "pool_hit_tok_s": rate_sum("external_hits"),
+        "preemptions": total("preemptions"), "preempt_s": rate_sum("preemptions"),
+        **_labelled_counters(ok, dt),
     }
+
+
+def _labelled_counters(ok: list[tuple[dict, dict]], dt: float | None) -> dict:
+    """Requests finished per reason and KV blocks per store tier: totals and rates, summed over the processes."""
+    success: dict[str, float] = defaultdict(float)
+    success_s: dict[str, float] = {}
+    blocks: dict[str, dict[str, float | None]] = {}
+    for v, p in ok:
+        prev_success = p.get("success")
+        for reason, count in (v.get("success") or {}).items():
+            success[reason] += count
+            r = rate(count, None if prev_success is None else prev_success.get(reason, 0.0), dt)
+            if r is not None:
+                success_s[reason] = success_s.get(reason, 0.0) + r
+        prev_blocks = None if "store_blocks" not in p else {(b["tier"], b["op"]): b["blocks"]
+                                                              for b in p["store_blocks"]}
+        for b in v.get("store_blocks") or ():
+            tier = blocks.setdefault(b["tier"], {"load": 0.0, "backup": 0.0, "load_s": None, "backup_s": None})
+            if b["op"] not in ("load", "backup"):
+                continue
+            tier[b["op"]] += b["blocks"]
+            r = rate(b["blocks"], None if prev_blocks is None else prev_blocks.get((b["tier"], b["op"]), 0.0), dt)
+            if r is not None:
+                tier[f"{b['op']}_s"] = (tier[f"{b['op']}_s"] or 0.0) + r
+    return {"success": dict(success), "success_s": success_s, "store_blocks": blocks}
+
+
+def _pool_service(r: TargetReading, prev: dict, dt: float | None) -> dict:
+    """mooncake_master: keys and capacity as read, lookups/hits/puts as rates, the hit rate of the window's
+    lookups (and since it started). A page without master_* series is an idle master, said so in `note`."""
+    if r.status != OK:
+        return {"status": r.status, "reason": r.reason}
+    v = r.values
+    was = {k: (prev[k] or 0.0) if k in prev else None for k in ("gets", "hits", "puts")}
+    d_gets, d_hits = counter_delta(v.get("gets"), was["gets"]), counter_delta(v.get("hits"), was["hits"])
+    return {
+        "status": OK, "reason": "", **v,
+        "used": ratio(v.get("allocated_bytes"), v.get("total_bytes")),
+        "get_s": rate(v.get("gets"), was["gets"], dt), "hit_s": rate(v.get("hits"), was["hits"], dt),
+        "put_s": rate(v.get("puts"), was["puts"], dt),
+        "hit_rate": ratio(d_hits, d_gets) if dt else None, "hit_rate_total": ratio(v.get("hits"), v.get("gets")),
+        "note": "" if v.get("master_series") else "idle: no master_* series (older masters omit zero values)",
+    }
+
+
+def _pool_summary(instances: dict[str, dict], master_key: str | None) -> dict:
+    """What the engines say of the pool, summed over instances: tokens/s the KV connector found there, simcluster's
+    blocks per tier (mooncake, ascendstore); `master`: the key of the master's entry in services, if scraped."""
+    def add(values):
+        values = [x for x in values if x is not None]
+        return sum(values) if values else None
+
+    tiers: dict[str, dict] = {}
+    for inst in instances.values():
+        for tier, b in (inst.get("store_blocks") or {}).items():
+            t = tiers.setdefault(tier, {"load": 0.0, "backup": 0.0, "load_s": None, "backup_s": None})
+            t["load"] += b["load"]
+            t["backup"] += b["backup"]
+            for k in ("load_s", "backup_s"):
+                t[k] = add([t[k], b[k]])
+    return {"hit_tok_s": add(i.get("pool_hit_tok_s") for i in instances.values()), "tiers": tiers,
+            "master": master_key}
 
 
 def _edges(proxy: TargetReading | None, proxy_prev: dict, engines, info, instance_of, dt, kv_bytes_per_token):

@@ -2,7 +2,14 @@
 
 Parsing is prometheus_client's; every way a target can fail (refused, timeout, HTTP error, not UTF-8, not the
 exposition format, none of the expected metrics) becomes a TargetReading with a status and a reason, never an
-exception, so one bad target never costs the readings of the others.
+exception, so one bad target never costs the readings of the others. A body that is some other format (an HTML
+error page, a JSON answer) says which it looks like.
+
+Engines: vLLM's names (vllm/v1/metrics/loggers.py), with the older ones as fallbacks (gpu_cache_usage_perc,
+gpu_prefix_cache_*, time_per_output_token_seconds); prefix-cache counters count tokens. Newer vLLM also counts the
+KV connector's (the pool's) lookups as vllm:external_prefix_cache_queries/hits. mooncake_master: its master_*
+families (docs/ascend-pd-launch-facts.md §3); older masters leave zero-valued series out, so a missing family
+reads as 0 and a master with none at all is idle, not garbled.
 """
 
 from __future__ import annotations
@@ -90,9 +97,25 @@ def _root_cause(exc: BaseException) -> str:
 
 # --- parsing ---------------------------------------------------------------------------------------------------
 
+def _looks_like(text: str) -> str | None:
+    """What a body that is no exposition seems to be, from its first characters."""
+    head = text.lstrip("\ufeff \t\r\n")[:200].lower()
+    if head.startswith(("<!doctype html", "<html", "<head", "<body")) or "<html" in head:
+        return "HTML"
+    if head.startswith("<?xml") or head.startswith("<"):
+        return "XML/HTML"
+    if head.startswith(("{", "[")):
+        return "JSON"
+    return None
+
+
 def parse_exposition(text: str) -> Samples:
     """Samples by name (a counter `x` appears as `x_total`, a histogram as `x_count`/`x_sum`/`x_bucket`), and every
     declared family name, with no samples if none were exposed yet."""
+    kind = _looks_like(text)
+    if kind:
+        first = text.strip().splitlines()[0][:80] if text.strip() else ""
+        raise ExpositionError(f"not Prometheus text (looks like {kind}: {first!r})")
     out: Samples = defaultdict(list)
     try:
         for family in text_string_to_metric_families(text):
@@ -134,6 +157,11 @@ def engine_values(samples: Samples) -> dict:
     if f"{itl}_count" not in samples:
         itl = "vllm:time_per_output_token_seconds"
     kv_recv = _by_label(samples, "simcluster:kv_transfer_model_bytes_total", "peer", "direction")
+    prefix = "vllm:prefix_cache"
+    if f"{prefix}_queries_total" not in samples and "vllm:gpu_prefix_cache_queries_total" in samples:
+        prefix = "vllm:gpu_prefix_cache"  # the name before vLLM 0.9
+    success = _by_label(samples, "vllm:request_success_total", "finished_reason")
+    blocks = _by_label(samples, "simcluster:store_blocks_total", "tier", "op")
     return {
         "running": _total(samples, "vllm:num_requests_running"),
         "waiting": _total(samples, "vllm:num_requests_waiting"),
@@ -144,6 +172,15 @@ def engine_values(samples: Samples) -> dict:
         "ttft_sum": _total(samples, "vllm:time_to_first_token_seconds_sum"),
         "itl_count": _total(samples, f"{itl}_count"),
         "itl_sum": _total(samples, f"{itl}_sum"),
+        # Tokens looked up in / found in the engine's own prefix cache, and through the KV connector (the pool).
+        "prefix_queries": _total(samples, f"{prefix}_queries_total"),
+        "prefix_hits": _total(samples, f"{prefix}_hits_total"),
+        "external_queries": _total(samples, "vllm:external_prefix_cache_queries_total"),
+        "external_hits": _total(samples, "vllm:external_prefix_cache_hits_total"),
+        "preemptions": _total(samples, "vllm:num_preemptions_total"),
+        "success": {reason: v for (reason,), v in sorted(success.items())},
+        # simcluster only: KV blocks each tier (mooncake pool, ascendstore ring) supplied (load) or took (backup).
+        "store_blocks": [{"tier": t, "op": o, "blocks": v} for (t, o), v in sorted(blocks.items())],
         # Only simcluster exports these (vllm-ascend's Mooncake connectors register no metrics).
         "kv_transfer_model_bytes": [{"peer": p, "direction": d, "bytes": v} for (p, d), v in sorted(kv_recv.items())],
     }
@@ -172,14 +209,41 @@ def proxy_values(samples: Samples) -> dict:
     }
 
 
+OTHER_EXPORTERS = (("vllm:", "a vLLM engine's"), ("pdproxy_", "the PD proxy's"))
+
+
 def pool_values(samples: Samples) -> dict:
-    if "master_key_count" not in samples and "master_total_capacity_bytes" not in samples:
-        raise ExpositionError("no mooncake_master metrics (master_key_count) in the exposition")
+    """mooncake_master. A family it does not show is 0 (older masters omit zero-valued series); none at all is an
+    idle master, unless the page is plainly another exporter's."""
+    if not any(name.startswith("master_") for name in samples):
+        for prefix, whose in OTHER_EXPORTERS:
+            if any(name.startswith(prefix) for name in samples):
+                raise ExpositionError(f"{whose} metrics, not mooncake_master's (no master_* families)")
+
+    def total(*names: str) -> float:
+        for name in names:
+            value = _total(samples, name)
+            if value is not None:
+                return value
+        return 0.0
+
+    # Gets: single lookups plus the keys of batch lookups (items where the master counts them apart); a lookup that
+    # fails found nothing (OBJECT_NOT_FOUND, not ready): hits are lookups that did not fail.
+    gets = total("master_get_replica_list_requests_total") + total(
+        "master_batch_get_replica_list_items_total", "master_batch_get_replica_list_requests_total")
+    misses = total("master_get_replica_list_failures_total") + total(
+        "master_batch_get_replica_list_failed_items_total", "master_batch_get_replica_list_failures_total")
+    puts = total("master_put_start_requests_total") + total(
+        "master_batch_put_start_items_total", "master_batch_put_start_requests_total")
     return {
-        "key_count": _total(samples, "master_key_count"),
-        "allocated_bytes": _total(samples, "master_allocated_bytes"),
-        "total_bytes": _total(samples, "master_total_capacity_bytes"),
-        "active_clients": _total(samples, "master_active_clients"),
+        "key_count": total("master_key_count"),
+        "allocated_bytes": total("master_allocated_bytes"),
+        "total_bytes": total("master_total_capacity_bytes"),
+        "active_clients": total("master_active_clients"),
+        "gets": gets, "hits": max(0.0, gets - misses), "puts": puts,
+        "evicted_keys": total("master_evicted_key_count"),
+        # 0: the page had no master_* sample at all (an idle older master; or a newer one not yet serving).
+        "master_series": sum(len(rows) for name, rows in samples.items() if name.startswith("master_")),
     }
 
 

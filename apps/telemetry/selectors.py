@@ -27,6 +27,7 @@ def live_view(state: dict, history: list[dict], *, now: float | None = None) -> 
         "at": state["at"], "age_s": round(age, 1), "stale": age > STALE_AFTER_S, "interval_s": state["interval_s"],
         "kv_bytes_per_token": state["kv_bytes_per_token"],
         "instances": state["instances"], "edges": state["edges"], "services": state["services"],
+        "pool": state.get("pool"),  # rounds stored before the pool summary existed have none
         "targets": [{k: t[k] for k in ("key", "role", "url", "status", "reason", "scrape_ms")} for t in state["targets"]],
         "history": {
             "at": [h["at"] for h in history],

@@ -31,12 +31,16 @@ MAX_PARALLEL = 16
 LOCK_TTL_S = 15  # one round of a deployment at a time: overlapping rounds would make nonsense rates
 
 
-def scrape_targets(processes: list[Process]) -> list[TargetInfo]:
+def scrape_targets(processes: list[Process], *, pool_backend: str = "mooncake") -> list[TargetInfo]:
     """Where each running process exposes /metrics: engines and the proxy on their API port, mooncake_master on
-    its metrics port (its second port; the first is RPC)."""
+    its metrics port (its second port; the first is RPC). Headless engine processes (internal DP secondaries) have
+    no API server and no port: their ranks are counted by their instance's head. A MemCache MetaService's metrics
+    page has no format we know (docs/ascend-pd-launch-facts.md §3.4): it is not read."""
     out = []
     for p in processes:
         if p.role not in SCRAPED_ROLES or not p.ports:
+            continue
+        if p.role == "kv_pool" and pool_backend != "mooncake":
             continue
         api_port = p.ports[0]
         metrics_port = p.ports[1] if p.role == "kv_pool" and len(p.ports) > 1 else api_port
@@ -52,14 +56,27 @@ def read_all(targets: list[TargetInfo], *, fetch=fetch_text) -> list[TargetReadi
         return list(pool.map(lambda t: read_target(t.key, t.role, t.metrics_url, fetch=fetch), targets))
 
 
-def kv_bytes_per_token(deployment: Deployment) -> int | None:
+def _active_spec(deployment: Deployment):
     revision = deployment.active_revision
     if revision is None:
         return None
     try:
-        return spec_from_dict(revision.spec).model.profile.kv_bytes_per_token
+        return spec_from_dict(revision.spec)
     except (SpecError, KeyError, TypeError, ValueError, AttributeError):
         return None
+
+
+def kv_bytes_per_token(deployment: Deployment, spec=None) -> int | None:
+    spec = spec or _active_spec(deployment)
+    try:
+        return spec.model.profile.kv_bytes_per_token if spec else None
+    except AttributeError:
+        return None
+
+
+def pool_backend(spec) -> str:
+    pool = getattr(spec, "kv_pool", None)
+    return getattr(pool, "backend", "mooncake") if pool else "mooncake"
 
 
 def deployment_scrape(deployment: Deployment, processes: list[Process], *, fetch=fetch_text,
@@ -69,10 +86,12 @@ def deployment_scrape(deployment: Deployment, processes: list[Process], *, fetch
     if not cache.add(lock, token, timeout=LOCK_TTL_S):
         return None
     try:
-        targets = scrape_targets(processes)
+        spec = _active_spec(deployment)
+        targets = scrape_targets(processes, pool_backend=pool_backend(spec))
         readings = read_all(targets, fetch=fetch)
         state = live_state(deployment_id=deployment.pk, at=now(), targets=targets, readings=readings,
-                           kv_bytes_per_token=kv_bytes_per_token(deployment), previous=cache.get(live_key(deployment.pk)))
+                           kv_bytes_per_token=kv_bytes_per_token(deployment, spec),
+                           previous=cache.get(live_key(deployment.pk)))
         history = (cache.get(history_key(deployment.pk)) or [])[-(HISTORY_LEN - 1):] + [history_point(state)]
         cache.set_many({live_key(deployment.pk): state, history_key(deployment.pk): history}, timeout=LIVE_TTL_S)
     finally:
