@@ -77,12 +77,12 @@ def test_plan_lists_every_command_per_stage_and_node(api_client_for, deployment)
     response = api_client_for("viewer").get(f"/api/deployments/{deployment.pk}/plan/")
     assert response.status_code == 200
     body = response.json()
-    assert [s["name"] for s in body["stages"]] == ["store", "kv_pool", "engines", "proxy"]
-    engines = body["stages"][2]["nodes"]
+    assert [s["name"] for s in body["stages"]] == ["kv_pool", "engines", "proxy"]
+    engines = body["stages"][1]["nodes"]
     assert {n["node"] for n in engines} == {"node0", "node1", "node2", "node3"}
     d0 = next(n for n in engines if n["node"] == "node2")
     assert [p["key"] for p in d0["processes"]] == ["d0-dp0", "d0-dp1", "d0-dp2", "d0-dp3"]
-    proxy = body["stages"][3]["nodes"][0]["processes"][0]
+    proxy = body["stages"][2]["nodes"][0]["processes"][0]
     assert "--admin-token-file" in proxy["command"] and deployment.proxy_admin_token not in proxy["command"]
     assert "setsid nohup" in body["text"]
 

@@ -82,9 +82,11 @@ def lines(plan) -> dict[str, str]:
 def test_hostile_value_is_one_word_in_every_line(fixed_data, nodes, profile, value):
     fixed_data["launch_profile"] = profile
     lead = "m" if option_like(value) else ""
-    benign = build_plan(spec_from_dict(hostile_data(copy.deepcopy(fixed_data), MARKER, f"/tmp/pd-{MARKER}",
-                                                    lead)), nodes)
-    hostile = build_plan(spec_from_dict(hostile_data(fixed_data, value, f"/tmp/pd-{value}", lead)), nodes)
+    # A run dir with control characters is refused by the parser (test_run_dir_refuses_control_characters).
+    in_dir = value if value.isprintable() else "ctl"
+    benign = build_plan(spec_from_dict(hostile_data(copy.deepcopy(fixed_data), MARKER,
+                                                    f"/tmp/pd-{MARKER if value.isprintable() else 'ctl'}", lead)), nodes)
+    hostile = build_plan(spec_from_dict(hostile_data(fixed_data, value, f"/tmp/pd-{in_dir}", lead)), nodes)
     benign_lines, hostile_lines = lines(benign), lines(hostile)
     assert benign_lines.keys() == hostile_lines.keys()
     for key, line in hostile_lines.items():
@@ -128,6 +130,10 @@ def test_hostile_lines_really_run_as_rendered(fixed_data, nodes, tmp_path, priva
     plan = build_plan(spec_from_dict(data), nodes)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_DUMP": str(dumps), "HOME": str(tmp_path)}
     for p in plan.processes:
+        for f in p.launch.files:  # what the deploy job uploads before the start (which checks them)
+            Path(f.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            Path(f.path).write_text(f.content)
+            Path(f.path).chmod(f.mode)
         done = subprocess.run(["sh", "-c", detached_start_command(p.launch)], env=env, capture_output=True,
                               text=True, timeout=20, cwd=tmp_path)
         assert done.returncode == 0, (p.key, done.stderr)
@@ -144,3 +150,12 @@ def test_hostile_lines_really_run_as_rendered(fixed_data, nodes, tmp_path, priva
             assert got_env[name] == value, (p.key, name)
         assert Path(p.launch.log_file).exists()
     assert not canary.exists(), "an injected command ran"
+
+
+@pytest.mark.parametrize("value", [v for v in HOSTILE if not v.isprintable()])
+def test_run_dir_refuses_control_characters(fixed_data, value):
+    from apps.deployments.topology import SpecError
+    fixed_data["run_dir"] = f"/tmp/pd-{value}"
+    with pytest.raises(SpecError) as info:
+        spec_from_dict(fixed_data)
+    assert info.value.errors[0][0] == "run_dir" and "control characters" in info.value.errors[0][1]

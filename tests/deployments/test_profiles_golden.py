@@ -27,9 +27,15 @@ def check_golden(name: str, text: str) -> None:
     assert text == path.read_text(), f"{name} changed; if intended, regenerate with UPDATE_GOLDEN=1 and review"
 
 
+def _env_value(value):
+    return value if isinstance(value, str) else dataclasses.asdict(value)
+
+
 def plan_as_json(plan) -> str:
     rows = [{"stage": stage.name, "key": p.key, "role": p.role, "instance": p.instance, "node": p.node,
-             "dp_rank": p.dp_rank, "argv": list(p.launch.argv), "env": dict(p.launch.env),
+             "dp_rank": p.dp_rank, "argv": list(p.launch.argv),
+             "env": {k: _env_value(v) for k, v in p.launch.env.items()},
+             "files": [{"path": str(f.path), "mode": oct(f.mode), "content": f.content} for f in p.launch.files],
              "workdir": str(p.launch.workdir), "log_file": str(p.launch.log_file),
              "pid_file": str(p.launch.pid_file), "health_url": p.health_url, "ports": list(p.ports),
              "kv_port_window": p.kv_port_window}
@@ -59,10 +65,10 @@ def test_sim_reference_golden(sim_plan):
     check_golden("reference-sim.json", plan_as_json(sim_plan))
 
 
-def test_stages_run_store_then_pool_then_engines_then_proxy(vllm_plan):
-    assert [s.name for s in vllm_plan.stages] == ["store", "kv_pool", "engines", "proxy"]
+def test_stages_run_pool_then_engines_then_proxy(vllm_plan):
+    assert [s.name for s in vllm_plan.stages] == ["kv_pool", "engines", "proxy"]
     keys = [p.key for p in vllm_plan.processes]
-    assert len(keys) == len(set(keys)) == 15  # 3 store + pool + (1 + 1 + 4 + 4) engines + proxy
+    assert len(keys) == len(set(keys)) == 12  # pool + (1 + 1 + 4 + 4) engines + proxy
 
 
 def test_prefill_command_matches_the_reference_shape(vllm_plan):
@@ -73,10 +79,17 @@ def test_prefill_command_matches_the_reference_shape(vllm_plan):
     assert argv[argv.index("--tensor-parallel-size") + 1] == "16"
     assert "--enable-expert-parallel" in argv
     kv = json.loads(argv[argv.index("--kv-transfer-config") + 1])
-    assert kv == {"kv_connector": "MooncakeConnectorV1", "kv_role": "kv_producer", "kv_port": "30000",
-                  "kv_connector_extra_config": {"prefill": {"dp_size": 1, "tp_size": 16},
-                                                "decode": {"dp_size": 4, "tp_size": 4}}}
+    p2p = {"kv_connector": "MooncakeConnectorV1", "kv_role": "kv_producer", "kv_port": "30000",
+           "kv_connector_extra_config": {"prefill": {"dp_size": 1, "tp_size": 16}, "decode": {"dp_size": 4, "tp_size": 4}}}
+    pool = {"kv_connector": "AscendStoreConnector", "kv_role": "kv_producer",
+            "kv_connector_extra_config": {"backend": "mooncake", "lookup_rpc_port": "0"}}
+    assert kv == {"kv_connector": "MultiConnector", "kv_role": "kv_producer",
+                  "kv_connector_extra_config": {"connectors": [p2p, pool]}}
     env = p0.launch.env
+    assert env["PYTHONHASHSEED"] == "0" and env["MOONCAKE_CONFIG_PATH"] == "/var/lib/pdcp/reference/config/mooncake.json"
+    assert "MOONCAKE_MASTER" not in env  # it would override the file
+    (config,) = p0.launch.files
+    assert json.loads(config.content)["master_server_address"] == "127.0.10.5:50088" and config.mode == 0o600
     assert env["HCCL_IF_IP"] == "127.0.10.1" and env["HCCL_BUFFSIZE"] == "256"
     assert env["GLOO_SOCKET_IFNAME"] == env["TP_SOCKET_IFNAME"] == env["HCCL_SOCKET_IFNAME"] == "eth0"
     assert env["ASCEND_RT_VISIBLE_DEVICES"] == ",".join(map(str, range(16)))
@@ -97,12 +110,31 @@ def test_external_dp_decode_gets_one_process_per_rank(vllm_plan):
 
 
 def test_kv_role_follows_the_instance_role_and_engine_id_is_never_set(vllm_plan):
+    lookup = {}
     for p in vllm_plan.processes:
         if p.role in ("prefill", "decode"):
             argv = p.launch.argv
             kv = json.loads(argv[argv.index("--kv-transfer-config") + 1])
-            assert kv["kv_role"] == {"prefill": "kv_producer", "decode": "kv_consumer"}[p.role]
+            role = {"prefill": "kv_producer", "decode": "kv_consumer"}[p.role]
+            assert kv["kv_role"] == role
+            assert [c["kv_role"] for c in kv["kv_connector_extra_config"]["connectors"]] == [role, role]
             assert "engine_id" not in kv
+            lookup.setdefault(p.instance, set()).add(
+                kv["kv_connector_extra_config"]["connectors"][1]["kv_connector_extra_config"]["lookup_rpc_port"])
+    assert lookup == {"p0": {"0"}, "p1": {"1"}, "d0": {"2"}, "d1": {"3"}}  # one per instance, unique
+
+
+def test_engine_id_and_failure_policy_go_on_the_multiconnector(fixed_data, nodes):
+    fixed_data["instances"][0]["engine_id"] = "0"
+    fixed_data["kv_pool"].update(load_failure_policy="recompute", consumer_is_to_load=True)
+    plan = build_plan(spec_from_dict(fixed_data), nodes)
+    kv = {p.key: json.loads(p.launch.argv[p.launch.argv.index("--kv-transfer-config") + 1])
+          for p in plan.processes if p.role in ("prefill", "decode")}
+    assert kv["p0-dp0"]["engine_id"] == "0" and "engine_id" not in kv["p1-dp0"]
+    assert kv["d0-dp0"]["kv_load_failure_policy"] == "recompute"
+    children = kv["d0-dp0"]["kv_connector_extra_config"]["connectors"]
+    assert all("kv_load_failure_policy" not in c for c in children)
+    assert children[1]["kv_connector_extra_config"]["consumer_is_to_load"] is True
 
 
 def test_internal_dp_is_one_process_with_local_size(fixed_data, nodes):
@@ -111,7 +143,7 @@ def test_internal_dp_is_one_process_with_local_size(fixed_data, nodes):
             inst["dp_style"] = "internal"
     plan = build_plan(spec_from_dict(fixed_data), nodes)
     d1 = [p for p in plan.processes if p.instance == "d1"]
-    assert len(d1) == 1 and d1[0].key == "d1"
+    assert len(d1) == 1 and d1[0].key == "d1" and "--headless" not in d1[0].launch.argv
     argv = d1[0].launch.argv
     assert argv[argv.index("--data-parallel-size"):argv.index("--tensor-parallel-size")] == (
         "--data-parallel-size", "4", "--data-parallel-size-local", "4", "--data-parallel-start-rank", "0",
@@ -120,6 +152,47 @@ def test_internal_dp_is_one_process_with_local_size(fixed_data, nodes):
     assert d1[0].ports == (7100, 12321) and d1[0].kv_port_window == (30200, 30215)
     proxy = plan.stages[-1].processes[0].launch.argv
     assert proxy[proxy.index("--decode") + 1:proxy.index("--policy")] == ("127.0.10.3:7100", "127.0.10.4:7100")
+
+
+def test_external_dp_spanning_two_nodes_starts_each_nodes_ranks_there(fixed_data, nodes):
+    # docs/ascend-pd-launch-facts.md §1.3: D nodes 3+4 are ONE D instance, DP master on the first.
+    fixed_data["instances"] = [i for i in fixed_data["instances"] if i["name"] != "d1"]
+    d0 = next(i for i in fixed_data["instances"] if i["name"] == "d0")
+    del d0["node"]
+    d0.update(nodes=["node2", "node3"], dp=8)
+    fixed_data["instances"][1]["dp"] = 1
+    plan = build_plan(spec_from_dict(fixed_data), nodes)
+    d0 = [p for p in plan.processes if p.instance == "d0"]
+    assert [(p.key, p.node, p.ports[0]) for p in d0[3:5]] == [("d0-dp3", "node2", 7103), ("d0-dp4", "node3", 7100)]
+    assert [p.launch.env["ASCEND_RT_VISIBLE_DEVICES"] for p in d0[3:5]] == ["12,13,14,15", "0,1,2,3"]
+    assert d0[4].launch.env["HCCL_IF_IP"] == "127.0.10.4"
+    argv = d0[4].launch.argv
+    assert argv[argv.index("--data-parallel-size"):argv.index("--tensor-parallel-size")] == (
+        "--data-parallel-size", "8", "--data-parallel-rank", "4", "--data-parallel-address", "127.0.10.3",
+        "--data-parallel-rpc-port", "12321")
+    assert d0[4].kv_port_window == (30216, 30219)  # global rank 4: kv_port + 4 * TP4
+    assert d0[0].ports == (7100, 12321) and d0[4].ports == (7100,)  # only the DP master binds the rpc port
+    proxy = plan.stages[-1].processes[0].launch.argv
+    assert len(proxy[proxy.index("--decode") + 1:proxy.index("--policy")]) == 8
+
+
+def test_internal_dp_spanning_nodes_runs_headless_secondaries(fixed_data, nodes):
+    fixed_data["instances"] = [i for i in fixed_data["instances"] if i["name"] != "d1"]
+    d0 = next(i for i in fixed_data["instances"] if i["name"] == "d0")
+    del d0["node"]
+    d0.update(nodes=["node2", "node3"], dp=8, dp_style="internal")
+    fixed_data["instances"][1]["dp"] = 1
+    plan = build_plan(spec_from_dict(fixed_data), nodes)
+    master, second = [p for p in plan.processes if p.instance == "d0"]
+    assert (master.key, second.key, second.node) == ("d0", "d0-n1", "node3")
+    argv = second.launch.argv
+    assert "--port" not in argv and "--headless" in argv
+    assert argv[argv.index("--data-parallel-size"):argv.index("--tensor-parallel-size")] == (
+        "--data-parallel-size", "8", "--data-parallel-size-local", "4", "--data-parallel-start-rank", "4",
+        "--data-parallel-address", "127.0.10.3", "--data-parallel-rpc-port", "12321")
+    assert second.health_url is None and second.ports == () and second.kv_port_window == (30216, 30231)
+    proxy = plan.stages[-1].processes[0].launch.argv
+    assert proxy[proxy.index("--decode") + 1:proxy.index("--policy")] == ("127.0.10.3:7100",)
 
 
 def test_proxy_lists_every_api_server(vllm_plan):
@@ -137,12 +210,38 @@ def test_sim_binds_node_addresses_and_loopback_master(sim_plan):
     assert by_key["d1-dp3"].launch.argv[3:5] == ("--host", "127.0.10.4")
     pool = by_key["kv-pool"].launch.argv
     assert pool[pool.index("--rpc_address") + 1] == pool[pool.index("--metrics_host") + 1] == "127.0.10.5"
+    assert by_key["proxy"].launch.argv[:3] == ("pdproxy", "--host", "127.0.10.5")
+    assert all("0.0.0.0" not in p.launch.argv for p in sim_plan.processes)
+
+
+def test_sim_renders_the_real_engines_commands_env_and_files(vllm_plan, sim_plan):
+    real = {p.key: p for p in vllm_plan.processes}
+    for p in sim_plan.processes:
+        if p.role in ("prefill", "decode"):
+            assert p.launch.argv == real[p.key].launch.argv and p.launch.env == real[p.key].launch.env, p.key
+            assert p.launch.files == real[p.key].launch.files, p.key
+
+
+def test_sim_memcache_pool_is_a_memcached_ring_named_in_mmc_local_conf(fixed_data, nodes):
+    fixed_data.update(launch_profile="sim", store={"replicas": 2, "servers": [
+        {"node": "node1", "port": 11211}, {"node": "node2", "port": 11211}]})
+    fixed_data["kv_pool"] = {"backend": "memcache", "node": "proxy", "install_path": "/usr/lib/python3/dist-packages"}
+    plan = build_plan(spec_from_dict(fixed_data), nodes)
+    by_key = {p.key: p for p in plan.processes}
     assert by_key["store-1"].launch.argv == ("memcached", "-l", "127.0.10.3", "-p", "11211", "-U", "0", "-m", "64",
                                              "-P", "/var/lib/pdcp/reference/pids/store-1.pid")
-    assert "-d" not in by_key["store-1"].launch.argv
-    assert by_key["proxy"].launch.argv[:3] == ("pdproxy", "--host", "127.0.10.5")
-    assert by_key["p0-dp0"].launch.env["SIMCLUSTER_ASCENDSTORE"] == "127.0.10.2:11211,127.0.10.3:11211,127.0.10.4:11211"
-    assert all("0.0.0.0" not in p.launch.argv for p in sim_plan.processes)
+    assert "-d" not in by_key["store-1"].launch.argv and "kv-pool" not in by_key
+    p0 = by_key["p0-dp0"]
+    (conf,) = p0.launch.files
+    assert conf.path.name == "mmc-local.conf"
+    lines = dict(line.split(" = ") for line in conf.content.splitlines())
+    assert lines["ock.mmc.meta_service_url"] == "tcp://127.0.10.5:5000"
+    assert lines["simcluster.ring"] == "127.0.10.2:11211,127.0.10.3:11211" and lines["simcluster.replicas"] == "2"
+    assert p0.launch.env["LD_LIBRARY_PATH"].prepend == "/usr/lib/python3/dist-packages/memcache_hybrid/lib"
+    real = build_plan(dataclasses.replace(spec_from_dict(fixed_data), launch_profile="vllm-ascend", store=None), nodes)
+    meta = {p.key: p for p in real.processes}["kv-pool"]
+    assert meta.launch.argv[:2] == ("python3", "-c") and meta.launch.files[0].path.name == "mmc-meta.conf"
+    assert not any(p.launch.argv[0] == "memcached" for p in real.processes)
 
 
 @pytest.mark.parametrize("profile", ["vllm-ascend", "sim"])
@@ -156,7 +255,6 @@ def test_every_listener_binds_its_nodes_address_never_the_wildcard(fixed_spec, n
             assert argv[argv.index("--host") + 1] == p.address, p.key
     pool = by_key["kv-pool"].launch.argv
     assert pool[pool.index("--rpc_address") + 1] == pool[pool.index("--metrics_host") + 1] == "127.0.10.5"
-    assert by_key["store-1"].launch.argv[1:3] == ("-l", "127.0.10.3")
 
 
 @pytest.mark.parametrize("profile, admin_host", [("vllm-ascend", "127.0.0.1"), ("sim", "127.0.10.5")])
@@ -180,6 +278,6 @@ def test_consistent_hash_passes_its_key(fixed_data, nodes):
 
 def test_instance_env_overrides_defaults(fixed_data, nodes):
     fixed_data["instances"][0]["env"] = {"HCCL_BUFFSIZE": "1024", "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT": "600"}
-    p0 = build_plan(spec_from_dict(fixed_data), nodes).stages[2].processes[0]
+    p0 = build_plan(spec_from_dict(fixed_data), nodes).stages[1].processes[0]
     assert p0.launch.env["HCCL_BUFFSIZE"] == "1024"
     assert p0.launch.env["VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"] == "600"

@@ -61,7 +61,7 @@ def test_unknown_and_missing_fields(fixed_data):
     del fixed_data["instances"][1]["kv_port"]
     del fixed_data["model"]["served_name"]
     errors = errors_of(fixed_data)
-    assert errors["instances[1].tensor_parallel"].startswith("unknown field; known fields: name, role, node, tp")
+    assert errors["instances[1].tensor_parallel"].startswith("unknown field; known fields: name, role, tp, api_port")
     assert errors["instances[1].kv_port"] == "missing required field"
     assert errors["model.served_name"] == "missing required field"
 
@@ -125,7 +125,7 @@ def test_run_dir_must_be_absolute(fixed_data):
 
 
 def test_store_servers_are_checked(fixed_data):
-    fixed_data["store"]["servers"][1] = {"node": "node2"}
+    fixed_data["store"] = {"servers": [{"node": "node1", "port": 11211}, {"node": "node2"}]}
     assert errors_of(fixed_data)["store.servers[1].port"] == "missing required field"
 
 
@@ -208,3 +208,37 @@ def test_default_run_dir_is_not_world_writable(fixed_data, profile):
     fixed_data["launch_profile"] = profile
     run_dir = spec_from_dict(fixed_data, deployment_name="ref").run_dir
     assert not run_dir.startswith(("/tmp/", "/var/tmp/", "/dev/shm/"))
+
+
+def test_new_fields_round_trip_through_yaml(fixed_data):
+    from apps.deployments.topology import spec_to_yaml
+    d0 = fixed_data["instances"][2]
+    del d0["node"]
+    d0.update(nodes=["node2", "node3"], engine_id="d-0",
+              env={"LD_LIBRARY_PATH": {"prepend": "/opt/mooncake"}, "LD_PRELOAD": {"append": "/a.so", "separator": " "}})
+    fixed_data["kv_pool"] = {"backend": "memcache", "node": "proxy", "install_path": "/usr/lib/python3/dist-packages",
+                             "protocol": "device_rdma", "load_failure_policy": "recompute", "consumer_is_to_load": True}
+    spec = spec_from_dict(fixed_data)
+    assert spec.instances[2].span == ("node2", "node3") and spec.instances[2].node == "node2"
+    assert spec_from_yaml(spec_to_yaml(spec)) == spec
+    assert "nodes:" in spec_to_yaml(spec) and spec_to_yaml(spec).count("node: node2") == 0
+
+
+def test_bad_new_fields_name_their_path(fixed_data):
+    fixed_data["instances"][0]["nodes"] = ["node0"]
+    fixed_data["instances"][1].pop("node")
+    fixed_data["instances"][2]["env"] = {"LD_LIBRARY_PATH": {"prepend": "$HOME/lib"}, "X": {"middle": "/a"}}
+    fixed_data["instances"][3]["engine_id"] = "a b"
+    fixed_data["kv_pool"] = {"node": "proxy", "backend": "redis", "segment_size": "1.5GB", "protocol": "tcp"}
+    errors = errors_of(fixed_data)
+    assert errors["instances[0].nodes"].startswith("give either node")
+    assert errors["instances[1].node"] == "missing required field"
+    assert errors["instances[2].env.LD_LIBRARY_PATH.prepend"].startswith("a literal '$' would not expand here")
+    assert errors["instances[2].env.X.middle"].startswith("unknown field")
+    assert errors["instances[3].engine_id"].startswith("expected letters, digits")
+    assert errors["kv_pool.backend"] == "expected one of mooncake, memcache, got 'redis'"
+    assert errors["kv_pool.segment_size"].startswith("expected whole gigabytes")
+    fixed_data["kv_pool"] = {"node": "proxy", "backend": "memcache", "protocol": "tcp"}
+    assert errors_of(fixed_data)["kv_pool.protocol"].startswith("expected one of device_sdma, device_rdma")
+    fixed_data["kv_pool"] = {"node": "proxy", "protocol": "device_sdma"}
+    assert errors_of(fixed_data)["kv_pool.protocol"].startswith("only the memcache backend takes protocol")

@@ -94,9 +94,69 @@ def test_service_nodes_must_exist(fixed_data, nodes, path, section, key):
     assert "node0" in problem.suggestion and "proxy" in problem.suggestion
 
 
+def with_sim_ring(data: dict) -> dict:
+    """The simulated cluster's memcached ring standing in for a MemCache pool (the only place `store` is valid)."""
+    data.update(launch_profile="sim", store={"replicas": 3, "servers": [
+        {"node": "node1", "port": 11211}, {"node": "node2", "port": 11211}, {"node": "node3", "port": 11211}]})
+    data["kv_pool"] = {"backend": "memcache", "node": "proxy", "install_path": "/usr/lib/python3/dist-packages",
+                       "metrics_port": 9003}
+    return data
+
+
 def test_store_server_node_must_exist(fixed_data, nodes):
-    fixed_data["store"]["servers"][2]["node"] = "ghost"
+    with_sim_ring(fixed_data)["store"]["servers"][2]["node"] = "ghost"
     assert at(problems(fixed_data, nodes), "store.servers[2].node")
+
+
+def test_plain_memcached_store_is_refused_on_real_nodes(fixed_data, nodes):
+    with_sim_ring(fixed_data)
+    assert problems(fixed_data, nodes) == []
+    fixed_data["launch_profile"] = "vllm-ascend"
+    assert "kv_pool.backend: memcache" in at(problems(fixed_data, nodes), "store").suggestion
+    fixed_data.update(launch_profile="sim", kv_pool={"node": "proxy"})
+    assert at(problems(fixed_data, nodes), "store").message.endswith("but kv_pool is backend mooncake")
+
+
+def test_memcache_pool_needs_its_install_path(fixed_data, nodes):
+    fixed_data["kv_pool"] = {"backend": "memcache", "node": "proxy"}
+    assert "pip show memcache_hybrid" in at(problems(fixed_data, nodes), "kv_pool.install_path").suggestion
+
+
+def test_engine_ids_must_differ(fixed_data, nodes):
+    fixed_data["instances"][0]["engine_id"] = "0"
+    fixed_data["instances"][2]["engine_id"] = "0"
+    assert "Conflict engine id" in at(problems(fixed_data, nodes), "instances[2].engine_id").message
+
+
+def test_spanning_instance_checks_every_node(fixed_data, nodes):
+    fixed_data["instances"] = [i for i in fixed_data["instances"] if i["name"] != "d1"]
+    d0 = fixed_data["instances"][2]
+    del d0["node"]
+    d0.update(nodes=["node2", "ghost"], dp=8)
+    assert "not in the cluster inventory" in at(problems(fixed_data, nodes), "instances[2].nodes[1]").message
+    d0.update(nodes=["node2", "node3"], dp=5)
+    problem = at(problems(fixed_data, nodes), "instances[2].dp")
+    assert problem.message == "d0: DP5 over 2 nodes does not split evenly (each node hosts the same number of DP ranks)"
+    assert problem.suggestion.startswith("use DP=6 (3 per node)")
+    d0.update(dp=10)  # 5 x TP4 = 20 dies per node: node3 is short too
+    assert "needs TP4 x DP5 (DP10 over 2 nodes) = 20 NPUs" in at(problems(fixed_data, nodes), "instances[2].dp").message
+
+
+def test_library_path_env_only_extends_with_absolute_paths(fixed_data, nodes):
+    env = fixed_data["instances"][0]["env"] = {"LD_LIBRARY_PATH": "/opt/mooncake:$LD_LIBRARY_PATH"}
+    assert "would replace the node's own value" in at(problems(fixed_data, nodes), "instances[0].env.LD_LIBRARY_PATH").message
+    env["LD_LIBRARY_PATH"] = {"prepend": "/opt/mooncake:lib"}
+    assert "'lib' is not an absolute path" in at(problems(fixed_data, nodes), "instances[0].env.LD_LIBRARY_PATH").message
+    env["LD_LIBRARY_PATH"] = {"prepend": "/opt/mooncake"}
+    assert problems(fixed_data, nodes) == []
+
+
+def test_literal_dollar_in_a_plain_value_is_a_warning_not_an_error(fixed_data, nodes):
+    from apps.deployments.topology import build_plan
+    fixed_data["instances"][0]["env"] = {"VLLM_LOGGING_LEVEL": "$LEVEL"}
+    assert problems(fixed_data, nodes) == []
+    (warning,) = build_plan(spec_from_dict(fixed_data), nodes).warnings
+    assert warning.startswith("instances[0].env.VLLM_LOGGING_LEVEL: p0: VLLM_LOGGING_LEVEL holds a literal '$'")
 
 
 def test_explicit_devices_count_must_match(fixed_data, nodes):
@@ -130,7 +190,7 @@ def test_first_free_devices_skip_explicit_ones(fixed_data, nodes):
     p1.update(tp=8, node="node0", devices=list(range(8)), api_port=7200, kv_port=30100)
     spec = spec_from_dict(fixed_data)
     assert validate_topology(spec, nodes) == []
-    assert assign_devices(spec, nodes)["p0"] == tuple(range(8, 16))
+    assert assign_devices(spec, nodes)["p0", "node0"] == tuple(range(8, 16))
 
 
 @pytest.mark.parametrize("heads, tp, suggestion", [
@@ -167,7 +227,7 @@ def test_kv_transfer_config_cannot_be_overridden(fixed_data, nodes):
     fixed_data["instances"][0]["extra_args"] = ["--kv-transfer-config", '{"kv_role":"kv_consumer"}']
     problem = at(problems(fixed_data, nodes), "instances[0].extra_args[0]")
     assert problem.message == "p0: --kv-transfer-config is rendered from the topology"
-    assert "role, kv_port, tp and dp" in problem.suggestion
+    assert "role, kv_port, tp, dp, engine_id and kv_pool" in problem.suggestion
 
 
 def test_visible_devices_env_cannot_be_overridden(fixed_data, nodes):
@@ -182,7 +242,7 @@ def test_dp_needs_an_rpc_port(fixed_data, nodes):
 
 
 def test_store_replicas_fit_the_servers(fixed_data, nodes):
-    fixed_data["store"]["replicas"] = 4
+    with_sim_ring(fixed_data)["store"]["replicas"] = 4
     assert at(problems(fixed_data, nodes), "store.replicas").suggestion == "set replicas to at most 3, or add servers"
 
 
@@ -202,9 +262,9 @@ def test_proxy_port_colliding_with_an_api_port(fixed_data, nodes):
 
 
 def test_store_port_colliding_with_pool_metrics(fixed_data, nodes):
-    fixed_data["store"]["servers"][0] = {"node": "proxy", "port": 9003}
+    with_sim_ring(fixed_data)["store"]["servers"][0] = {"node": "proxy", "port": 9003}
     problem = at(problems(fixed_data, nodes), "store.servers[0].port")
-    assert "collides with mooncake_master metrics port 9003" in problem.message
+    assert "collides with MemCache MetaService metrics port 9003" in problem.message
     assert problem.suggestion == "set port to 9004"
 
 

@@ -4,14 +4,18 @@ simulation block, which only the sim profile renders into the engines' env."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from simcluster.engine.answers import book_names
+from sshexec import EnvExtend
 
 from .problem import Problem, instance_path
 from .profiles import get_profile
-from .profiles.engine_options import REMOTE_CODE_FLAG
+from .profiles.engine_options import PATH_ENV, REMOTE_CODE_FLAG
 from .spec import TopologySpec
+
+_ABSOLUTE_PATH = re.compile(r"^/[A-Za-z0-9_.+@/-]*$")
 
 
 def _owned_flag(token: str, owned_flags: Mapping[str, str]) -> str | None:
@@ -73,10 +77,25 @@ def engine_allowed(spec: TopologySpec, out: list[Problem]) -> None:
                                    "put the weights on the nodes and set model.path to their absolute path, or "
                                    f"remove {token}"))
         allowed_env = ", ".join(sorted(profile.allowed_env))
-        for name in inst.env:
+        for name, value in inst.env.items():
+            path = instance_path(spec, inst, f"env.{name}")
             if name not in profile.owned_env and name not in profile.allowed_env:
-                out.append(Problem(instance_path(spec, inst, f"env.{name}"), f"{inst.name}: env {name} is not one the "
+                out.append(Problem(path, f"{inst.name}: env {name} is not one the "
                                    f"{profile.name} profile lets an instance set", f"remove it; allowed: {allowed_env}"))
+            elif name in PATH_ENV:
+                _path_env(inst.name, name, value, path, out)
+
+
+def _path_env(inst_name: str, name: str, value, path: str, out: list[Problem]) -> None:
+    if not isinstance(value, EnvExtend):
+        out.append(Problem(path, f"{inst_name}: {name} would replace the node's own value", f"write it as "
+                           f"{{prepend: /dir}} or {{append: /dir}}, which keeps the node's {name}"))
+        return
+    for part in (value.prepend, value.append):
+        for item in filter(None, part.split(value.separator)):
+            if not _ABSOLUTE_PATH.match(item) or "/../" in f"{item}/" or "/./" in f"{item}/":
+                out.append(Problem(path, f"{inst_name}: {name} entry {item!r} is not an absolute path",
+                                   "give absolute paths on the node, like /usr/local/lib/mooncake"))
 
 
 def simulation_rules(spec: TopologySpec, out: list[Problem]) -> None:

@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from plainyaml import short_repr
+from sshexec import EnvExtend
 
 from .spec import (
     BOOK_NAME_RE,
@@ -19,9 +20,13 @@ from .spec import (
     HASH_KEYS,
     KV_LAYOUTS,
     LAUNCH_PROFILES,
+    LOAD_FAILURE_POLICIES,
+    MEMCACHE_PROTOCOLS,
     NAME_RE,
     POLICIES,
+    POOL_BACKENDS,
     ROLES,
+    SIZE_RE,
     BenchClientSpec,
     InstanceSpec,
     KvPoolSpec,
@@ -147,6 +152,8 @@ def normal_run_dir(path: str) -> str:
     so PurePosixPath keeps it), '.' parts and a trailing slash dropped. ValueError for '..' or no directory."""
     if not path.startswith("/"):
         raise ValueError(f"expected an absolute path, got {_show(path)}")
+    if any(not c.isprintable() for c in path):  # a newline or tab in a directory name only ever hides something
+        raise ValueError(f"control characters (newline, tab...) are not allowed in a path, got {_show(path)}")
     parts = [p for p in path.split("/") if p not in ("", ".")]
     if ".." in parts:
         raise ValueError(f"'..' is not allowed in {_show(path)}: spell the directory itself")
@@ -191,9 +198,10 @@ def _model(errors, data) -> ModelSpec:
     return ModelSpec(path=path, served_name=served_name, profile=profile)
 
 
-_INSTANCE_REQUIRED = ("name", "role", "node", "tp", "api_port", "kv_port")
-_INSTANCE_OPTIONAL = ("dp", "dp_style", "devices", "dp_rpc_port", "expert_parallel", "max_num_seqs",
-                      "max_model_len", "extra_args", "env")
+_INSTANCE_REQUIRED = ("name", "role", "tp", "api_port", "kv_port")
+_INSTANCE_OPTIONAL = ("node", "nodes", "dp", "dp_style", "devices", "dp_rpc_port", "expert_parallel", "max_num_seqs",
+                      "max_model_len", "extra_args", "env", "engine_id")
+ENGINE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
 def _instances(errors, data) -> tuple[InstanceSpec, ...]:
@@ -206,13 +214,45 @@ def _instances(errors, data) -> tuple[InstanceSpec, ...]:
         name = r.text("name", "")
         if name and not NAME_RE.match(name):
             r.bad("name", f"expected lowercase letters, digits and '-' (e.g. p0), got {_show(name)}")
+        span = _span(r)
+        engine_id = r.text("engine_id", None)
+        if engine_id and not ENGINE_ID_RE.match(engine_id):
+            r.bad("engine_id", f"expected letters, digits, '_', '.' and '-' (e.g. \"0\"), got {_show(engine_id)}")
         out.append(InstanceSpec(
-            name=name, role=r.text("role", "prefill", ROLES), node=r.text("node", ""),
+            name=name, role=r.text("role", "prefill", ROLES), node=span[0] if span else "",
+            nodes=span if len(span) > 1 else (),
             tp=r.integer("tp", 1), dp=r.integer("dp", 1), dp_style=r.text("dp_style", "external", DP_STYLES),
             devices=_devices(r), api_port=r.port("api_port", 1), kv_port=r.port("kv_port", 1),
             dp_rpc_port=r.port("dp_rpc_port", None), expert_parallel=r.boolean("expert_parallel", False),
             max_num_seqs=r.integer("max_num_seqs", None), max_model_len=r.integer("max_model_len", None),
-            extra_args=_extra_args(r), env=_env(r)))
+            extra_args=_extra_args(r), env=_env(r), engine_id=engine_id))
+    return tuple(out)
+
+
+def _span(r: _Reader) -> tuple[str, ...]:
+    """`node: a` or `nodes: [a, b, ...]` (an instance spanning nodes, the first one its DP master)."""
+    has_node, has_nodes = "node" in r.data, "nodes" in r.data
+    if has_node and has_nodes:
+        r.bad("nodes", "give either node (one node) or nodes (an instance spanning several), not both")
+        return ()
+    if has_node:
+        return (r.text("node", ""),)
+    if not has_nodes:
+        if r.ok:
+            r.bad("node", "missing required field")
+        return ()
+    value = r.raw("nodes")
+    if not isinstance(value, list) or not value:
+        r.bad("nodes", f"expected a non-empty list of node names, got {_show(value)}")
+        return ()
+    out = []
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not name or "\0" in name:
+            r.errors.append((f"{r.path}.nodes[{i}]", f"expected a node name, got {_show(name)}"))
+        elif name in out:
+            r.errors.append((f"{r.path}.nodes[{i}]", f"node {name!r} is listed twice"))
+        else:
+            out.append(name)
     return tuple(out)
 
 
@@ -269,17 +309,65 @@ def _env(r: _Reader) -> Mapping[str, str]:
         path = f"{r.path}.env.{name}"
         if not isinstance(name, str) or not ENV_NAME_RE.match(name):
             r.errors.append((path, f"expected an env name like HCCL_BUFFSIZE (^[A-Z_][A-Z0-9_]*$), got {_show(name)}"))
+        elif isinstance(val, Mapping):
+            extend = _env_extend(r.errors, path, val)
+            if extend:
+                env[name] = extend
         elif isinstance(val, bool) or not isinstance(val, str | int) or "\0" in str(val):
-            r.errors.append((path, f"expected a string (quote it in YAML), got {_show(val)}"))
+            r.errors.append((path, f"expected a string (quote it in YAML) or {{prepend: ..}} / {{append: ..}}, "
+                                   f"got {_show(val)}"))
         else:
             env[name] = str(val)
     return MappingProxyType(dict(sorted(env.items())))
 
 
+def _env_extend(errors, path: str, data: Mapping) -> EnvExtend | None:
+    """{prepend: /x/mooncake} keeps the node's value after it (LD_LIBRARY_PATH=/x/mooncake:$LD_LIBRARY_PATH)."""
+    r = _Reader(errors, data, path, (), ("prepend", "append", "separator"))
+    prepend, append = r.text("prepend", ""), r.text("append", "")
+    separator = r.text("separator", ":", (":", ";", ",", " "))
+    if not prepend and not append:
+        if "prepend" not in data and "append" not in data:
+            r.bad("prepend", "give prepend or append (or both), e.g. {prepend: /usr/local/lib/mooncake}")
+        return None
+    for key, part in (("prepend", prepend), ("append", append)):
+        if "$" in part:
+            r.bad(key, f"a literal '$' would not expand here, got {_show(part)}; the node's own value is kept "
+                       "by the prepend/append form itself")
+    return EnvExtend(prepend=prepend, append=append, separator=separator)
+
+
+_POOL_DEFAULT_PORTS = {"mooncake": (50088, 9003), "memcache": (5000, 8000)}
+
+
 def _kv_pool(errors, data) -> KvPoolSpec:
-    r = _Reader(errors, data, "kv_pool", ("node",), ("rpc_port", "metrics_port"))
-    return KvPoolSpec(node=r.text("node", ""), rpc_port=r.port("rpc_port", 50088),
-                      metrics_port=r.port("metrics_port", 9003))
+    r = _Reader(errors, data, "kv_pool", ("node",),
+                ("backend", "rpc_port", "metrics_port", "config_store_port", "segment_size", "protocol",
+                 "install_path", "load_failure_policy", "consumer_is_to_load", "consumer_is_to_put"))
+    backend = r.text("backend", "mooncake", POOL_BACKENDS)
+    rpc, metrics = _POOL_DEFAULT_PORTS.get(backend, _POOL_DEFAULT_PORTS["mooncake"])
+    size = r.text("segment_size", "1GB")
+    if size and not SIZE_RE.match(size):
+        r.bad("segment_size", f"expected whole gigabytes like 1GB or 4GB (Mooncake needs 1GB alignment), "
+                              f"got {_show(size)}")
+    protocol = r.text("protocol", None, MEMCACHE_PROTOCOLS)
+    install_path = r.text("install_path", None)
+    if install_path:
+        try:
+            install_path = normal_run_dir(install_path)
+        except ValueError as exc:
+            r.bad("install_path", str(exc))
+    if backend != "memcache":
+        for key in ("protocol", "install_path", "config_store_port"):
+            if key in r.data:
+                r.bad(key, f"only the memcache backend takes {key}; Mooncake on NPUs always uses protocol ascend")
+    return KvPoolSpec(
+        node=r.text("node", ""), backend=backend, rpc_port=r.port("rpc_port", rpc),
+        metrics_port=r.port("metrics_port", metrics), config_store_port=r.port("config_store_port", 6000),
+        segment_size=size, protocol=protocol, install_path=install_path,
+        load_failure_policy=r.text("load_failure_policy", None, LOAD_FAILURE_POLICIES),
+        consumer_is_to_load=r.boolean("consumer_is_to_load", False),
+        consumer_is_to_put=r.boolean("consumer_is_to_put", False))
 
 
 def _store(errors, data) -> StoreSpec:

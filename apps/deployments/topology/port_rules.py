@@ -28,19 +28,27 @@ def _claims(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[_Claim]:
             claims.append(_Claim(nodes[node_name].address, node_name, ports_, what, path))
 
     for inst in spec.instances:
-        api = ports.api_ports(inst)
-        add(inst.node, range(api[0], api[-1] + 1), f"{inst.name} API port{'s' if len(api) > 1 else ''}",
-            instance_path(spec, inst, "api_port"))
-        if ports.uses_dp_rpc(inst) and inst.dp_rpc_port:
+        slots = ports.engine_slots(inst)
+        for node in inst.span:
+            api = ports.api_ports(inst, node)
+            if api:
+                add(node, range(api[0], api[-1] + 1), f"{inst.name} API port{'s' if len(api) > 1 else ''}",
+                    instance_path(spec, inst, "api_port"))
+            ranks = tuple(r for s in slots if s.node == node for r in s.ranks)
+            add(node, ports.kv_window(inst, ranks), f"{inst.name} kv_port window", instance_path(spec, inst, "kv_port"))
+        if ports.uses_dp_rpc(inst) and inst.dp_rpc_port:  # the DP master (first node) binds it
             add(inst.node, range(inst.dp_rpc_port, inst.dp_rpc_port + 1), f"{inst.name} DP rpc port",
                 instance_path(spec, inst, "dp_rpc_port"))
-        add(inst.node, ports.kv_window(inst), f"{inst.name} kv_port window", instance_path(spec, inst, "kv_port"))
     add(spec.proxy.node, range(spec.proxy.port, spec.proxy.port + 1), "proxy port", "proxy.port")
     if spec.kv_pool:
         pool = spec.kv_pool
-        add(pool.node, range(pool.rpc_port, pool.rpc_port + 1), "mooncake_master rpc port", "kv_pool.rpc_port")
-        add(pool.node, range(pool.metrics_port, pool.metrics_port + 1), "mooncake_master metrics port",
+        server = "mooncake_master" if pool.backend == "mooncake" else "MemCache MetaService"
+        add(pool.node, range(pool.rpc_port, pool.rpc_port + 1), f"{server} rpc port", "kv_pool.rpc_port")
+        add(pool.node, range(pool.metrics_port, pool.metrics_port + 1), f"{server} metrics port",
             "kv_pool.metrics_port")
+        if pool.backend == "memcache":
+            add(pool.node, range(pool.config_store_port, pool.config_store_port + 1), f"{server} config store port",
+                "kv_pool.config_store_port")
     if spec.store:
         for i, s in enumerate(spec.store.servers):
             add(s.node, range(s.port, s.port + 1), f"memcached store server {i}", f"store.servers[{i}].port")
@@ -55,11 +63,12 @@ def port_clashes(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Prob
     claims = _claims(spec, nodes)
     adxl: dict[str, tuple[range, str]] = {}
     for inst in spec.instances:
-        node = nodes.get(inst.node)
-        if node and node.npu_count:
-            r = ports.adxl_range(spec, inst, node)
-            adxl[node.address] = (r, f"Mooncake's ADXL transfer ports {ports.show(r)} "
-                                     f"({r.start} + {node.npu_count} dies x {spec.transfer_ports.per_device})")
+        for name in inst.span:
+            node = nodes.get(name)
+            if node and node.npu_count:
+                r = ports.adxl_range(spec, inst, node)
+                adxl[node.address] = (r, f"Mooncake's ADXL transfer ports {ports.show(r)} "
+                                         f"({r.start} + {node.npu_count} dies x {spec.transfer_ports.per_device})")
     for k, claim in enumerate(claims):
         field = claim.path.rsplit(".", 1)[1]
         if claim.ports.stop - 1 > 65535:

@@ -12,26 +12,54 @@ spec field (transfer_ports.per_device), so such a cluster gets a hard error inst
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .node_facts import NodeFacts
 from .spec import InstanceSpec, TopologySpec
 
 ADXL_BASE_ENV = "ASCEND_BASE_PORT"
 
 
-def dp_ranks_per_process(inst: InstanceSpec) -> list[tuple[int, ...]]:
-    """The global DP ranks each process hosts: one rank per process (external) or all of them (internal)."""
-    if inst.dp_style == "internal":
-        return [tuple(range(inst.dp))]
-    return [(r,) for r in range(inst.dp)]
+@dataclass(frozen=True)
+class EngineSlot:
+    """One engine process of an instance: where it runs and which global DP ranks it hosts.
+
+    External DP (launch_online_dp.py): one process per rank; node k of the span hosts ranks k*local ... and its
+    processes listen on api_port + local index (7100-7115 on every node of a DP32 over two nodes).
+    Internal DP: one process per node hosting its local ranks; only the first node serves the API, the others
+    run --headless (docs/ascend-pd-launch-facts.md §1.1, §1.3).
+    """
+
+    node: str
+    node_index: int  # position in the instance's span; 0 = the DP master
+    ranks: tuple[int, ...]  # global DP ranks
+    local_ranks: tuple[int, ...]  # their positions on the node (what slices the node's devices)
+    api_port: int | None  # None: headless
+    key: str
 
 
-def api_ports(inst: InstanceSpec) -> tuple[int, ...]:
-    """HTTP API ports of the instance: api_port + rank for each external DP rank, api_port alone for internal."""
-    return tuple(inst.api_port + i for i in range(len(dp_ranks_per_process(inst))))
+def engine_slots(inst: InstanceSpec) -> list[EngineSlot]:
+    local, out = inst.dp_local, []
+    for k, node in enumerate(inst.span):
+        ranks = tuple(range(k * local, (k + 1) * local))
+        if inst.dp_style == "internal":
+            key = inst.name if k == 0 else f"{inst.name}-n{k}"
+            out.append(EngineSlot(node, k, ranks, tuple(range(local)), inst.api_port if k == 0 else None, key))
+        else:
+            out += [EngineSlot(node, k, (r,), (j,), inst.api_port + j, f"{inst.name}-dp{r}")
+                    for j, r in enumerate(ranks)]
+    return out
+
+
+def api_ports(inst: InstanceSpec, node: str | None = None) -> tuple[int, ...]:
+    """HTTP API ports of the instance on one node (default: its first): api_port + local rank for each external
+    DP rank, api_port alone for internal DP on the master node, none on a headless node."""
+    node = node or inst.node
+    return tuple(s.api_port for s in engine_slots(inst) if s.node == node and s.api_port is not None)
 
 
 def kv_window(inst: InstanceSpec, ranks: tuple[int, ...] | None = None) -> range:
-    """Side-channel ports of the given DP ranks (contiguous), or of the whole instance."""
+    """Side-channel ports of the given global DP ranks (contiguous), or of the whole instance (every node)."""
     ranks = ranks if ranks is not None else tuple(range(inst.dp))
     return range(inst.kv_port + min(ranks) * inst.tp, inst.kv_port + (max(ranks) + 1) * inst.tp)
 
@@ -44,8 +72,9 @@ def uses_dp_rpc(inst: InstanceSpec) -> bool:
 def adxl_range(spec: TopologySpec, inst: InstanceSpec, node: NodeFacts) -> range:
     """Ports Mooncake may bind at random on this instance's node."""
     base = spec.transfer_ports.base
-    if inst.env.get(ADXL_BASE_ENV, "").isdecimal():
-        base = int(inst.env[ADXL_BASE_ENV])
+    value = inst.env.get(ADXL_BASE_ENV)
+    if isinstance(value, str) and value.isdecimal():
+        base = int(value)
     return range(base, base + max(node.npu_count, 1) * spec.transfer_ports.per_device)
 
 

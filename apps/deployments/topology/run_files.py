@@ -16,3 +16,8 @@ def admin_token_path(spec: TopologySpec) -> PurePosixPath:
 def admin_header_path(spec: TopologySpec) -> PurePosixPath:
     """The same token as an HTTP header line, for `curl -H @file` on the proxy node (never on a command line)."""
     return PurePosixPath(spec.run_dir) / "secrets" / "proxy-admin.header"
+
+
+def config_path(spec: TopologySpec, name: str) -> PurePosixPath:
+    """A config file a process reads (mooncake.json, mmc-local.conf): the deploy writes it on the node, stop removes it."""
+    return PurePosixPath(spec.run_dir) / "config" / name

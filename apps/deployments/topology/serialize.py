@@ -8,9 +8,10 @@ from typing import Any
 import yaml
 
 import plainyaml
+from sshexec import EnvExtend
 
 from .parse import spec_from_dict
-from .spec import SpecError, TopologySpec
+from .spec import InstanceSpec, KvPoolSpec, SpecError, TopologySpec
 
 
 def spec_to_dict(spec: TopologySpec) -> dict[str, Any]:
@@ -19,14 +20,26 @@ def spec_to_dict(spec: TopologySpec) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, InstanceSpec):
+        # `node: a` for one node, `nodes: [a, b]` for an instance spanning several (never both).
+        drop = {"nodes"} if not value.nodes else {"node"}
+        return {k: v for k, v in _fields(value).items() if k not in drop}
+    if isinstance(value, EnvExtend):
+        out = {k: v for k, v in (("prepend", value.prepend), ("append", value.append)) if v}
+        return out if value.separator == ":" else {**out, "separator": value.separator}
+    if isinstance(value, KvPoolSpec) and value.backend != "memcache":
+        return {k: v for k, v in _fields(value).items() if k not in ("config_store_port", "protocol", "install_path")}
     if is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)
-                if getattr(value, f.name) is not None}
+        return _fields(value)
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
     if hasattr(value, "items"):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    return {f.name: _plain(getattr(value, f.name)) for f in fields(value) if getattr(value, f.name) is not None}
 
 
 def spec_from_yaml(text: str, *, deployment_name: str | None = None) -> TopologySpec:

@@ -12,11 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from sshexec import EnvExtend
+
 ROLES = ("prefill", "decode")
 DP_STYLES = ("external", "internal")
 POLICIES = ("round_robin", "least_conn", "consistent_hash")
 HASH_KEYS = ("request_id", "client_ip")
 LAUNCH_PROFILES = ("vllm-ascend", "sim")
+POOL_BACKENDS = ("mooncake", "memcache")  # AscendStoreConnector backends we render (docs/ascend-pd-launch-facts.md §3)
+LOAD_FAILURE_POLICIES = ("fail", "recompute")
+MEMCACHE_PROTOCOLS = ("device_sdma", "device_rdma")  # A3 over HCCS / A2 (and A3) over device RoCE
+SIZE_RE = re.compile(r"^[1-9][0-9]*GB$")  # Mooncake's global_segment_size and MemCache's dram.size: whole GB
 # Where run_dir goes when a spec leaves it out (<root>/<deployment name>): out of world-writable places, where another
 # local user could plant the pid and log files first (the start refuses such a run dir). The simulated nodes' login
 # user `simnode` is unprivileged, so the sim's root is its private pdcp-runs (simcluster/rundirs.py).
@@ -74,9 +80,12 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class InstanceSpec:
+    """One Prefill or Decode instance: one DP group. It may span nodes (`nodes`): each node hosts dp / len(nodes)
+    consecutive DP ranks on the same device slice; the first node is the DP master (--data-parallel-address)."""
+
     name: str
     role: str  # prefill | decode
-    node: str
+    node: str  # the (first) node: the DP master
     tp: int
     dp: int = 1
     dp_style: str = "external"  # external: one process per DP rank; internal: one process per node
@@ -88,18 +97,50 @@ class InstanceSpec:
     max_num_seqs: int | None = None
     max_model_len: int | None = None
     extra_args: tuple[str, ...] = ()  # engine flags: "--flag" optionally followed by one value
-    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # A plain value replaces the node's; an EnvExtend ({prepend: ..} / {append: ..}) keeps it (LD_LIBRARY_PATH).
+    env: Mapping[str, str | EnvExtend] = field(default_factory=lambda: MappingProxyType({}))
+    nodes: tuple[str, ...] = ()  # every node the instance spans, `node` first; () = just `node`
+    engine_id: str | None = None  # kv-transfer-config engine_id; None lets vllm-ascend generate one
+
+    @property
+    def span(self) -> tuple[str, ...]:
+        return self.nodes or (self.node,)
+
+    @property
+    def dp_local(self) -> int:
+        """DP ranks on each node it spans."""
+        return max(1, self.dp // len(self.span))
 
     @property
     def npus(self) -> int:
+        """NPUs on each node it spans (all of them when it spans one node)."""
+        return self.tp * self.dp_local
+
+    @property
+    def npus_total(self) -> int:
         return self.tp * self.dp
 
 
 @dataclass(frozen=True)
 class KvPoolSpec:
+    """The prefix-cache pool every engine reaches through AscendStoreConnector (docs/ascend-pd-launch-facts.md §3).
+
+    backend mooncake: mooncake_master on `node` (rpc_port, metrics_port) and a mooncake.json per engine node.
+    backend memcache: MemCache's MetaService on `node` (rpc_port = meta_service_url, config_store_port,
+    metrics_port = its metrics_url) with mmc-meta.conf, and an mmc-local.conf per engine node.
+    """
+
     node: str
-    rpc_port: int = 50088
-    metrics_port: int = 9003
+    backend: str = "mooncake"
+    rpc_port: int = 50088  # memcache: 5000
+    metrics_port: int = 9003  # memcache: 8000
+    config_store_port: int = 6000  # memcache only
+    segment_size: str = "1GB"  # per die: mooncake global_segment_size, memcache local_service.dram.size
+    protocol: str | None = None  # memcache: device_sdma | device_rdma (mooncake on NPUs is always "ascend")
+    install_path: str | None = None  # memcache: the site-packages holding memcache_hybrid (config/, lib/)
+    load_failure_policy: str | None = None  # kv_load_failure_policy; None leaves vLLM's default (fail)
+    consumer_is_to_load: bool = False  # Decode instances also load prefix blocks from the pool
+    consumer_is_to_put: bool = False  # Decode instances also put blocks (MLA models)
 
 
 @dataclass(frozen=True)
@@ -110,6 +151,8 @@ class StoreServer:
 
 @dataclass(frozen=True)
 class StoreSpec:
+    """launch_profile sim only: the memcached ring that stands in for MemCache (kv_pool backend memcache)."""
+
     servers: tuple[StoreServer, ...]
     replicas: int = 1
     memory_mb: int = 64

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .engine_rules import engine_allowed, engine_owned, simulation_rules
 from .node_facts import NodeFacts
 from .placement import assign_devices
+from .pool_rules import pool_rules
 from .port_rules import port_clashes
 from .problem import Problem, instance_path
 from .spec import TopologySpec
@@ -21,12 +22,14 @@ def validate_topology(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[P
     _roles(spec, out)
     _names(spec, out)
     _nodes(spec, nodes, out)
+    _spans(spec, out)
     _devices(spec, nodes, out)
     _tp(spec, out)
     _pd_sizes(spec, out)
     engine_owned(spec, out)
     engine_allowed(spec, out)
     simulation_rules(spec, out)
+    pool_rules(spec, out)
     _services(spec, out)
     port_clashes(spec, nodes, out)
     return out
@@ -52,13 +55,14 @@ def _nodes(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Problem]) 
     known = ", ".join(sorted(nodes)) or "none"
     npu_nodes = ", ".join(sorted(n for n, f in nodes.items() if f.npu_count)) or "none"
     for inst in spec.instances:
-        node = nodes.get(inst.node)
-        if node is None:
-            out.append(Problem(instance_path(spec, inst, "node"), f"{inst.name}: node {inst.node!r} is not in the "
-                               "cluster inventory", f"use one of: {npu_nodes}"))
-        elif node.npu_count == 0:
-            out.append(Problem(instance_path(spec, inst, "node"), f"{inst.name}: node {inst.node} has no NPUs",
-                               f"place it on an NPU node: {npu_nodes}"))
+        for k, name in enumerate(inst.span):
+            node = nodes.get(name)
+            path = instance_path(spec, inst, f"nodes[{k}]" if inst.nodes else "node")
+            if node is None:
+                out.append(Problem(path, f"{inst.name}: node {name!r} is not in the cluster inventory",
+                                   f"use one of: {npu_nodes}"))
+            elif node.npu_count == 0:
+                out.append(Problem(path, f"{inst.name}: node {name} has no NPUs", f"place it on an NPU node: {npu_nodes}"))
     others = [("proxy.node", spec.proxy.node)]
     if spec.kv_pool:
         others.append(("kv_pool.node", spec.kv_pool.node))
@@ -71,34 +75,54 @@ def _nodes(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Problem]) 
             out.append(Problem(path, f"node {name!r} is not in the cluster inventory", f"use one of: {known}"))
 
 
+def _spans(spec: TopologySpec, out: list[Problem]) -> None:
+    """An instance over n nodes puts dp / n ranks on each (launch_online_dp.py's --dp-size-local)."""
+    for inst in spec.instances:
+        n = len(inst.span)
+        if n > 1 and inst.dp % n:
+            fits = [d for d in range(n, n * inst.dp + 1, n) if d >= inst.dp][:1] or [n]
+            out.append(Problem(instance_path(spec, inst, "dp"), f"{inst.name}: DP{inst.dp} over {n} nodes does not "
+                               f"split evenly (each node hosts the same number of DP ranks)",
+                               f"use DP={fits[0]} ({fits[0] // n} per node), or span a number of nodes that divides "
+                               f"{inst.dp}"))
+
+
 def _devices(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Problem]) -> None:
     assigned = assign_devices(spec, nodes)
     for inst in spec.instances:
-        node = nodes.get(inst.node)
-        if node is None or node.npu_count == 0:
-            continue
-        if inst.devices is None:
-            if len(assigned[inst.name]) < inst.npus:
-                _short(spec, inst, node, nodes, assigned, out)
-            continue
-        _explicit_devices(spec, inst, node, assigned, out)
+        for name in inst.span:
+            node = nodes.get(name)
+            if node is None or node.npu_count == 0:
+                continue
+            if inst.devices is None:
+                if len(assigned[inst.name, name]) < inst.npus:
+                    _short(spec, inst, node, nodes, assigned, out)
+                continue
+            _explicit_devices(spec, inst, node, assigned, out)
+
+
+def _on(inst, node_name: str) -> bool:
+    return node_name in inst.span
 
 
 def _short(spec, inst, node, nodes, assigned, out) -> None:
     healthy = len(node.healthy_logical_ids)
-    others = [i for i in spec.instances if i.node == inst.node and i is not inst and assigned[i.name]]
-    free = len(assigned[inst.name])
+    others = [i for i in spec.instances if _on(i, node.name) and i is not inst and assigned[i.name, node.name]]
+    free = len(assigned[inst.name, node.name])
     taken = f", {healthy - free} taken by {', '.join(i.name for i in others)}" if others and free < healthy else ""
-    message = (f"{inst.name} on {node.name} needs TP{inst.tp} x DP{inst.dp} = {inst.npus} NPUs, "
+    span = len(inst.span)
+    per_node = f"TP{inst.tp} x DP{inst.dp_local} (DP{inst.dp} over {span} nodes)" if span > 1 else \
+        f"TP{inst.tp} x DP{inst.dp}"
+    message = (f"{inst.name} on {node.name} needs {per_node} = {inst.npus} NPUs, "
                f"{node.name} has {healthy} healthy{taken}")
     options = []
-    if inst.dp > 1 and free >= inst.tp:
-        options.append(f"use DP={free // inst.tp}")
-    tp = _largest_tp(free // inst.dp, spec.model.profile.attention_heads)
+    if inst.dp_local > 1 and free >= inst.tp:
+        options.append(f"use DP={free // inst.tp * span}")
+    tp = _largest_tp(free // inst.dp_local, spec.model.profile.attention_heads)
     if tp:
         options.append(f"TP={tp} x DP={inst.dp}")
-    roomy = [n for n, f in sorted(nodes.items()) if n != inst.node and f.npu_count
-             and len(f.healthy_logical_ids) - sum(len(assigned[i.name]) for i in spec.instances if i.node == n)
+    roomy = [n for n, f in sorted(nodes.items()) if n not in inst.span and f.npu_count
+             and len(f.healthy_logical_ids) - sum(len(assigned[i.name, n]) for i in spec.instances if _on(i, n))
              >= inst.npus]
     if roomy:
         options.append(f"move it to {roomy[0]}")
@@ -120,24 +144,25 @@ def _explicit_devices(spec, inst, node, assigned, out) -> None:
     path = instance_path(spec, inst, "devices")
     devices = inst.devices
     if len(devices) != inst.npus:
-        out.append(Problem(path, f"{inst.name} lists {len(devices)} devices but TP{inst.tp} x DP{inst.dp} needs "
+        sizes = f"TP{inst.tp} x DP{inst.dp_local}" + (" on each node" if len(inst.span) > 1 else "")
+        out.append(Problem(path, f"{inst.name} lists {len(devices)} devices but {sizes} needs "
                            f"{inst.npus}", f"list exactly {inst.npus} ids, or set devices: null to take the first free"))
     dupes = sorted({d for d in devices if devices.count(d) > 1})
     if dupes:
         out.append(Problem(path, f"{inst.name} lists device {dupes[0]} more than once", "list each NPU id once"))
     bad = sorted(set(devices) - node.healthy_logical_ids)
     if bad:
-        used = {d for i in spec.instances if i.node == inst.node for d in assigned[i.name]}
+        used = {d for i in spec.instances if _on(i, node.name) for d in assigned[i.name, node.name]}
         spare = sorted(node.healthy_logical_ids - used)[: len(bad)]
         hint = f"replace {bad} with free healthy ids {spare}" if spare else "move it to another node"
         out.append(Problem(path, f"{inst.name}: devices {bad} are not healthy NPUs of {node.name} "
                            f"(healthy: {_ids(node.healthy_logical_ids)})", hint))
     for other in spec.instances:
-        if other is inst or other.node != inst.node:
+        if other is inst or not _on(other, node.name):
             continue
         if spec.instances.index(other) > spec.instances.index(inst) and other.devices is not None:
             continue  # report an explicit pair once, on the later instance
-        overlap = sorted(set(devices) & set(assigned[other.name]))
+        overlap = sorted(set(devices) & set(assigned[other.name, node.name]))
         if overlap:
             out.append(Problem(path, f"{inst.name} and {other.name} on {node.name} both use NPUs {overlap}",
                                f"give {inst.name} other ids, or set devices: null to take the first free"))

@@ -113,8 +113,14 @@ VLLM_ASCEND_ENV: frozenset[str] = frozenset({
     "HCCL_EXEC_TIMEOUT", "HCCL_CONNECT_TIMEOUT", "VLLM_RPC_TIMEOUT", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS",
     "VLLM_ENGINE_ITERATION_TIMEOUT_S", "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "ASCEND_CONNECT_TIMEOUT",
     "ASCEND_TRANSFER_TIMEOUT", "ASCEND_BASE_PORT", "MOONCAKE_GLOBAL_SEGMENT_SIZE", "ASCEND_ENABLE_USE_FABRIC_MEM",
-    "VLLM_LOGGING_LEVEL",
+    "VLLM_LOGGING_LEVEL", "HCCL_INTRA_ROCE_ENABLE", "ACL_OP_INIT_MODE", "VLLM_ENGINE_READY_TIMEOUT_S",
+    *("LD_LIBRARY_PATH", "LD_PRELOAD"),
 })
+
+# Library search paths the KV pool docs extend (docs/ascend-pd-launch-facts.md §1.2, §3.4): only as
+# {prepend: ..}/{append: ..} of absolute directories or files already on the node, never replacing the node's value
+# and never a relative path (which would resolve against the run dir).
+PATH_ENV: frozenset[str] = frozenset({"LD_LIBRARY_PATH", "LD_PRELOAD"})
 
 # The simulated engine's own knobs (simcluster/README.md): timings and scales, nothing that loads code.
 SIM_ENV: frozenset[str] = VLLM_ASCEND_ENV | {

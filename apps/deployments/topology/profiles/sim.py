@@ -1,15 +1,18 @@
-"""`sim` profile: the simulated cluster (docs/contracts.md §2). Same command shapes and bind addresses as vllm-ascend (every
-listener on the node's own 127.0.10.x address, which matters doubly here: all sim nodes share one machine, so a
-wildcard would collide across nodes), because the sim nodes put `vllm`, `pdproxy`, `mooncake_master` and
-`memcached` on PATH; what changes is the proxy's executable, the engines' store env and, from the spec's simulation
-block, what the simulated model answers.
+"""`sim` profile: the simulated cluster (docs/contracts.md §2). The vllm-ascend rendering itself — commands, env, the
+KV pool's connectors and config files — because the sim nodes put `vllm`, `pdproxy` and `mooncake_master` on PATH
+and the simulated engine reads the same --kv-transfer-config, mooncake.json and mmc-local.conf. What differs is what
+the simulator cannot do: the proxy's executable and admin listener, the simulated model's answers (the spec's
+simulation block), and MemCache, which does not run here: its MetaService is played by memcached (the `store`
+ring when the spec has one), named to the engines by two extra mmc-local.conf keys.
 """
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from types import MappingProxyType
 
 from ..node_facts import NodeFacts
+from ..plan import PlannedProcess
 from ..spec import InstanceSpec, TopologySpec
 from .engine_options import SIM_ENV
 from .vllm_ascend import OWNED_ENV, VllmAscendProfile
@@ -33,13 +36,37 @@ class SimProfile(VllmAscendProfile):
         # proxies' admin listeners apart, as two machines' loopbacks would be.
         return node.address
 
-    def store_env(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> dict[str, str]:
-        # simcluster.engine backs KV up to these memcached servers (simcluster/engine/config.py).
-        if not spec.store:
-            return {}
-        return {"SIMCLUSTER_ASCENDSTORE": ",".join(f"{nodes[s.node].address}:{s.port}" for s in spec.store.servers)}
+    def mmc_local_extra(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> dict[str, str]:
+        # simcluster/engine reads these: the memcached servers that hold the pool, and how many copies of a block.
+        servers = self._memcached(spec, nodes)
+        replicas = spec.store.replicas if spec.store else 1
+        return {"simcluster.ring": ",".join(f"{a}:{port}" for _n, a, port in servers),
+                "simcluster.replicas": str(replicas)}
 
-    def _engine_env(self, spec, nodes, node: NodeFacts, inst: InstanceSpec, devices: tuple[int, ...]) -> dict[str, str]:
+    def _memcached(self, spec: TopologySpec, nodes) -> list[tuple[str, str, int]]:
+        if spec.store:
+            return [(s.node, nodes[s.node].address, s.port) for s in spec.store.servers]
+        pool = spec.kv_pool
+        return [(pool.node, nodes[pool.node].address, pool.rpc_port)]
+
+    def _pool(self, spec: TopologySpec, nodes) -> tuple[PlannedProcess, ...]:
+        if spec.kv_pool.backend != "memcache":
+            return super()._pool(spec, nodes)
+        ring = self._memcached(spec, nodes)
+        keyed = [(f"store-{i}", "store") for i in range(len(ring))] if spec.store else [("kv-pool", "kv_pool")]
+        out = []
+        for (node_name, address, port), (key, role) in zip(ring, keyed, strict=True):
+            pid_file = PurePosixPath(spec.run_dir) / "pids" / f"{key}.pid"  # the same file _launch names
+            # Foreground (no -d): the detached launcher backgrounds it and records the pid itself.
+            memory = spec.store.memory_mb if spec.store else 64
+            argv = ["memcached", "-l", address, "-p", str(port), "-U", "0", "-m", str(memory), "-P", str(pid_file)]
+            out.append(PlannedProcess(
+                key=key, role=role, instance=None, node=node_name, address=address, dp_rank=None,
+                launch=self._launch(spec, key, argv), health_url=f"tcp://{address}:{port}", ports=(port,),
+                kv_port_window=None))
+        return tuple(out)
+
+    def _engine_env(self, spec, nodes, node: NodeFacts, inst: InstanceSpec, devices: tuple[int, ...]) -> dict:
         env = super()._engine_env(spec, nodes, node, inst, devices)
         sim = spec.simulation
         if sim:

@@ -1,6 +1,7 @@
-"""`vllm-ascend` profile: the real cluster's processes, shaped after docs/ascend-pd-launch-facts.md §1 (P/D), §3.3 (pool), our
-pdproxy (docs/contracts.md §4) and memcached as the store. The sim profile subclasses it and changes only executables and
-the store's env, so a dry run on the simulated cluster exercises the same command shapes.
+"""`vllm-ascend` profile: the real cluster's processes, shaped after docs/ascend-pd-launch-facts.md §1 (P/D), §3 (the KV
+pool: AscendStoreConnector inside a MultiConnector, mooncake_master + mooncake.json, or MemCache's MetaService +
+mmc-*.conf) and our pdproxy (docs/contracts.md §4). The sim profile subclasses it and changes only what the simulator
+cannot do, so a run on the simulated cluster exercises the same commands, env and config files.
 
 Every listener binds the node's own inventory address, never every interface: the engines, the proxy (pdproxy
 refuses a wildcard --host), memcached and mooncake_master (whose rpc and metrics default to 0.0.0.0,
@@ -15,15 +16,17 @@ import json
 from pathlib import PurePosixPath
 from types import MappingProxyType
 
-from sshexec import LaunchSpec
+from sshexec import EnvExtend, LaunchFile, LaunchSpec
 
 from .. import ports
+from ..env_warnings import env_warnings
 from ..node_facts import NodeFacts
 from ..placement import assign_devices, process_devices
 from ..plan import Plan, PlannedProcess, Stage
-from ..run_files import admin_token_path
+from ..run_files import admin_token_path, config_path
 from ..spec import InstanceSpec, TopologySpec
 from .engine_options import VLLM_ASCEND_ENV, VLLM_ASCEND_FLAGS
+from .pool_files import memcache_lib_dir, mmc_local_conf, mmc_meta_conf, mooncake_json
 
 # §1.2 (pd_disaggregation_mooncake_multi_node.md); HCCL_BUFFSIZE is 256 on P and 600 on D in that doc.
 BASE_ENGINE_ENV = {
@@ -53,14 +56,17 @@ OWNED_FLAGS = MappingProxyType({
     "--served-model-name": "model.served_name",
     "--max-num-seqs": "max_num_seqs",
     "--max-model-len": "max_model_len",
-    "--kv-transfer-config": "role, kv_port, tp and dp (kv_role and extra_config sizes are derived)",
+    "--kv-transfer-config": "role, kv_port, tp, dp, engine_id and kv_pool (the connectors are derived)",
 })
 OWNED_ENV = MappingProxyType({
     "ASCEND_RT_VISIBLE_DEVICES": "devices",
     "HCCL_IF_IP": "the node's address in the inventory",
-    "MOONCAKE_MASTER": "kv_pool",
-    "SIMCLUSTER_ASCENDSTORE": "store",
+    "MOONCAKE_MASTER": "kv_pool (it would override mooncake.json's master_server_address)",
+    "MOONCAKE_CONFIG_PATH": "kv_pool (the deploy writes mooncake.json)",
+    "MMC_LOCAL_CONFIG_PATH": "kv_pool (the deploy writes mmc-local.conf)",
+    "PYTHONHASHSEED": "kv_pool (0 on every node, so block hashes agree)",
 })
+STORE_CONNECTOR = "AscendStoreConnector"
 
 
 class VllmAscendProfile:
@@ -81,45 +87,47 @@ class VllmAscendProfile:
         # The embedded metadata server still listens on 0.0.0.0 whatever these say (docs/mooncake-on-cpu.md).
         return ["--rpc_address", node.address, "--metrics_host", node.address]
 
-    def store_env(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> dict[str, str]:
-        return {}  # real engines reach the store through the pool connector's own config, not env
+    def mmc_local_extra(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> dict[str, str]:
+        return {}  # the simulator's stand-in keys (sim.py)
 
     # -- the plan ---------------------------------------------------------------------------------------
     def render(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> Plan:
         stages = []
-        if spec.store:
-            stages.append(Stage("store", tuple(self._store(spec, nodes, i) for i in range(len(spec.store.servers)))))
         if spec.kv_pool:
-            stages.append(Stage("kv_pool", (self._kv_pool(spec, nodes),)))
+            stages.append(Stage("kv_pool", self._pool(spec, nodes)))
         devices = assign_devices(spec, nodes)
-        engines = tuple(p for inst in spec.instances for p in self._engine(spec, nodes, inst, devices[inst.name]))
+        engines = tuple(p for inst in spec.instances for p in self._engine(spec, nodes, inst, devices))
         stages.append(Stage("engines", engines))
         stages.append(Stage("proxy", (self._proxy(spec, nodes, engines),)))
-        return Plan(profile=self.name, stages=tuple(stages))
+        return Plan(profile=self.name, stages=tuple(stages), warnings=tuple(map(str, env_warnings(spec))))
 
-    def _launch(self, spec: TopologySpec, key: str, argv: list[str], env: dict[str, str] | None = None) -> LaunchSpec:
+    def _launch(self, spec: TopologySpec, key: str, argv: list[str], env: dict | None = None,
+                files: tuple[LaunchFile, ...] = ()) -> LaunchSpec:
         run = PurePosixPath(spec.run_dir)
         return LaunchSpec(argv=tuple(argv), env=MappingProxyType(dict(sorted((env or {}).items()))), workdir=run,
-                          log_file=run / "logs" / f"{key}.log", pid_file=run / "pids" / f"{key}.pid")
+                          log_file=run / "logs" / f"{key}.log", pid_file=run / "pids" / f"{key}.pid", files=files)
 
-    def _engine(self, spec, nodes, inst: InstanceSpec, devices: tuple[int, ...]) -> list[PlannedProcess]:
-        node = nodes[inst.node]
+    def _engine(self, spec, nodes, inst: InstanceSpec, devices) -> list[PlannedProcess]:
         out = []
-        for port, ranks in zip(ports.api_ports(inst), ports.dp_ranks_per_process(inst), strict=True):
-            key = inst.name if inst.dp_style == "internal" else f"{inst.name}-dp{ranks[0]}"
-            env = self._engine_env(spec, nodes, node, inst, process_devices(devices, inst.tp, ranks))
-            argv = self._engine_argv(spec, node, inst, port, ranks)
-            listen = (port, inst.dp_rpc_port) if ports.uses_dp_rpc(inst) and ranks[0] == 0 else (port,)
-            window = ports.kv_window(inst, ranks)
+        master = nodes[inst.node]
+        for slot in ports.engine_slots(inst):
+            node = nodes[slot.node]
+            visible = process_devices(devices[inst.name, slot.node], inst.tp, slot.local_ranks)
+            env = self._engine_env(spec, nodes, node, inst, visible)
+            argv = self._engine_argv(spec, node, master, inst, slot)
+            listen = () if slot.api_port is None else (slot.api_port,)
+            if ports.uses_dp_rpc(inst) and slot.ranks[0] == 0:
+                listen += (inst.dp_rpc_port,)
+            window = ports.kv_window(inst, slot.ranks)
+            health = None if slot.api_port is None else f"http://{node.address}:{slot.api_port}/health"
             out.append(PlannedProcess(
-                key=key, role=inst.role, instance=inst.name, node=node.name, address=node.address,
-                dp_rank=ranks[0], launch=self._launch(spec, key, argv, env),
-                health_url=f"http://{node.address}:{port}/health", ports=listen,
-                kv_port_window=(window.start, window.stop - 1)))
+                key=slot.key, role=inst.role, instance=inst.name, node=node.name, address=node.address,
+                dp_rank=slot.ranks[0], launch=self._launch(spec, slot.key, argv, env, self._engine_files(spec, nodes, node)),
+                health_url=health, ports=listen, kv_port_window=(window.start, window.stop - 1)))
         return out
 
-    def _engine_env(self, spec, nodes, node: NodeFacts, inst: InstanceSpec, devices: tuple[int, ...]) -> dict[str, str]:
-        env = dict(BASE_ENGINE_ENV)
+    def _engine_env(self, spec, nodes, node: NodeFacts, inst: InstanceSpec, devices: tuple[int, ...]) -> dict:
+        env: dict[str, str | EnvExtend] = dict(BASE_ENGINE_ENV)
         env.update({
             "HCCL_IF_IP": node.address,
             "GLOO_SOCKET_IFNAME": node.nic_name,
@@ -128,21 +136,40 @@ class VllmAscendProfile:
             "HCCL_BUFFSIZE": HCCL_BUFFSIZE[inst.role],
             "ASCEND_RT_VISIBLE_DEVICES": ",".join(map(str, devices)),
         })
-        if spec.kv_pool:
-            # Mooncake's documented override of master_server_address (docs/ascend-pd-launch-facts.md §3.2).
-            env["MOONCAKE_MASTER"] = f"{nodes[spec.kv_pool.node].address}:{spec.kv_pool.rpc_port}"
-        env.update(self.store_env(spec, nodes))
         env.update(inst.env)
+        pool = spec.kv_pool
+        if pool:
+            env["PYTHONHASHSEED"] = "0"  # kv_pool.md: block hashes must agree across every node
+            if pool.backend == "mooncake":
+                env["MOONCAKE_CONFIG_PATH"] = str(config_path(spec, "mooncake.json"))
+            else:
+                env["MMC_LOCAL_CONFIG_PATH"] = str(config_path(spec, "mmc-local.conf"))
+                env["LD_LIBRARY_PATH"] = _prepend(memcache_lib_dir(pool), env.get("LD_LIBRARY_PATH"))
         return env
 
-    def _engine_argv(self, spec, node: NodeFacts, inst: InstanceSpec, port: int, ranks: tuple[int, ...]) -> list[str]:
-        argv = ["vllm", "serve", spec.model.path, "--host", self.bind_host(node), "--port", str(port)]
+    def _engine_files(self, spec: TopologySpec, nodes, node: NodeFacts) -> tuple[LaunchFile, ...]:
+        pool = spec.kv_pool
+        if pool is None:
+            return ()
+        pool_address = nodes[pool.node].address
+        if pool.backend == "mooncake":
+            return (LaunchFile(config_path(spec, "mooncake.json"), mooncake_json(pool, pool_address)),)
+        return (LaunchFile(config_path(spec, "mmc-local.conf"),
+                           mmc_local_conf(pool, pool_address, self.mmc_local_extra(spec, nodes))),)
+
+    def _engine_argv(self, spec, node: NodeFacts, master: NodeFacts, inst: InstanceSpec,
+                     slot: ports.EngineSlot) -> list[str]:
+        argv = ["vllm", "serve", spec.model.path]
+        if slot.api_port is not None:
+            argv += ["--host", self.bind_host(node), "--port", str(slot.api_port)]
         if inst.dp > 1 and inst.dp_style == "external":
-            argv += ["--data-parallel-size", str(inst.dp), "--data-parallel-rank", str(ranks[0]),
-                     "--data-parallel-address", node.address, "--data-parallel-rpc-port", str(inst.dp_rpc_port)]
+            argv += ["--data-parallel-size", str(inst.dp), "--data-parallel-rank", str(slot.ranks[0]),
+                     "--data-parallel-address", master.address, "--data-parallel-rpc-port", str(inst.dp_rpc_port)]
         elif inst.dp > 1:
-            argv += ["--data-parallel-size", str(inst.dp), "--data-parallel-size-local", str(len(ranks)),
-                     "--data-parallel-start-rank", str(ranks[0]), "--data-parallel-address", node.address,
+            if slot.api_port is None:
+                argv.append("--headless")  # DeepSeek-V3.1.md §5.2: "Only set on non-master nodes"
+            argv += ["--data-parallel-size", str(inst.dp), "--data-parallel-size-local", str(len(slot.ranks)),
+                     "--data-parallel-start-rank", str(slot.ranks[0]), "--data-parallel-address", master.address,
                      "--data-parallel-rpc-port", str(inst.dp_rpc_port)]
         argv += ["--tensor-parallel-size", str(inst.tp)]
         if inst.expert_parallel:
@@ -157,48 +184,68 @@ class VllmAscendProfile:
         return argv
 
     def _kv_transfer_config(self, spec: TopologySpec, inst: InstanceSpec) -> dict:
-        """MooncakeConnectorV1 (pull, P2P handshake). engine_id is never set: vllm-ascend generates a unique one
-        and a repeated manual id fails with `Conflict engine id` (§1.4). Validation guarantees one size per role."""
+        """MooncakeConnectorV1 (pull, P2P handshake) alone, or with a pool inside a MultiConnector next to
+        AscendStoreConnector (kv_pool.md Step 2.3.1). engine_id only where the operator sets one: vllm-ascend
+        generates a unique one, and a repeated manual id fails with `Conflict engine id` (§1.4). Validation
+        guarantees one size per role."""
         first = {role: next(i for i in spec.instances if i.role == role) for role in ("prefill", "decode")}
-        return {
+        role = KV_ROLE[inst.role]
+        p2p = {
             "kv_connector": "MooncakeConnectorV1",
-            "kv_role": KV_ROLE[inst.role],
+            "kv_role": role,
             "kv_port": str(inst.kv_port),
             "kv_connector_extra_config": {
-                role: {"dp_size": first[role].dp, "tp_size": first[role].tp} for role in ("prefill", "decode")
+                r: {"dp_size": first[r].dp, "tp_size": first[r].tp} for r in ("prefill", "decode")
             },
         }
+        pool = spec.kv_pool
+        top = p2p
+        if pool:
+            extra = {"backend": pool.backend, "lookup_rpc_port": str(spec.instances.index(inst))}
+            if pool.consumer_is_to_load:
+                extra["consumer_is_to_load"] = True
+            if pool.consumer_is_to_put:
+                extra["consumer_is_to_put"] = True
+            store = {"kv_connector": STORE_CONNECTOR, "kv_role": role, "kv_connector_extra_config": extra}
+            top = {"kv_connector": "MultiConnector", "kv_role": role,
+                   "kv_connector_extra_config": {"connectors": [p2p, store]}}
+            if pool.load_failure_policy:  # on the MultiConnector itself, never its children (kv_pool.md)
+                top = {**top, "kv_load_failure_policy": pool.load_failure_policy}
+        if inst.engine_id is not None:
+            top = {**top, "engine_id": inst.engine_id}
+        return top
 
-    def _kv_pool(self, spec: TopologySpec, nodes) -> PlannedProcess:
+    def _pool(self, spec: TopologySpec, nodes) -> tuple[PlannedProcess, ...]:
         pool, node = spec.kv_pool, nodes[spec.kv_pool.node]
+        if pool.backend == "memcache":
+            return (self._meta_service(spec, nodes),)
         # §3.3 Ascend doc command; --logtostderr so glog lands in our log file rather than /tmp.
         argv = ["mooncake_master", "--port", str(pool.rpc_port), *self.mooncake_bind_flags(node),
                 "--metrics_port", str(pool.metrics_port), "--eviction_high_watermark_ratio", "0.9",
                 "--eviction_ratio", "0.1", "--default_kv_lease_ttl", "11000", "--enable_offload=false",
                 "--client_ttl=120", "--logtostderr=true"]
-        return PlannedProcess(
+        return (PlannedProcess(
             key="kv-pool", role="kv_pool", instance=None, node=node.name, address=node.address, dp_rank=None,
             launch=self._launch(spec, "kv-pool", argv), health_url=f"http://{node.address}:{pool.metrics_port}/health",
-            ports=(pool.rpc_port, pool.metrics_port), kv_port_window=None)
+            ports=(pool.rpc_port, pool.metrics_port), kv_port_window=None),)
 
-    def _store(self, spec: TopologySpec, nodes, index: int) -> PlannedProcess:
-        server = spec.store.servers[index]
-        node = nodes[server.node]
-        key = f"store-{index}"
-        pid_file = PurePosixPath(spec.run_dir) / "pids" / f"{key}.pid"  # the same file _launch names
-        # Foreground (no -d): the detached launcher backgrounds it and records the pid itself.
-        argv = ["memcached", "-l", self.bind_host(node), "-p", str(server.port), "-U", "0",
-                "-m", str(spec.store.memory_mb), "-P", str(pid_file)]
+    def _meta_service(self, spec: TopologySpec, nodes) -> PlannedProcess:
+        """MemCache's MetaService on one node (kv_pool.md Step 3.4), its config written next to the run dir."""
+        pool, node = spec.kv_pool, nodes[spec.kv_pool.node]
+        meta = config_path(spec, "mmc-meta.conf")
+        argv = ["python3", "-c", "from memcache_hybrid import MetaService; MetaService.main()"]
+        env = {"MMC_META_CONFIG_PATH": str(meta), "LD_LIBRARY_PATH": _prepend(memcache_lib_dir(pool), None)}
         return PlannedProcess(
-            key=key, role="store", instance=None, node=node.name, address=node.address, dp_rank=None,
-            launch=self._launch(spec, key, argv), health_url=f"tcp://{node.address}:{server.port}",
-            ports=(server.port,), kv_port_window=None)
+            key="kv-pool", role="kv_pool", instance=None, node=node.name, address=node.address, dp_rank=None,
+            launch=self._launch(spec, "kv-pool", argv, env, (LaunchFile(meta, mmc_meta_conf(pool, node.address)),)),
+            health_url=f"tcp://{node.address}:{pool.rpc_port}",
+            ports=(pool.rpc_port, pool.config_store_port, pool.metrics_port), kv_port_window=None)
 
     def _proxy(self, spec: TopologySpec, nodes, engines: tuple[PlannedProcess, ...]) -> PlannedProcess:
         proxy, node = spec.proxy, nodes[spec.proxy.node]
 
-        def backends(role: str) -> list[str]:
-            return [f"{p.address}:{p.ports[0]}" for p in engines if p.role == role]
+        def backends(role: str) -> list[str]:  # every API server; headless DP secondaries have none
+            return [f"{p.address}:{p.ports[0]}" for p in engines if p.role == role and p.health_url]
 
         argv = [*self.proxy_command, "--host", self.bind_host(node), "--port", str(proxy.port),
                 "--prefill", *backends("prefill"), "--decode", *backends("decode"), "--policy", proxy.policy]
@@ -210,3 +257,11 @@ class VllmAscendProfile:
             key="proxy", role="proxy", instance=None, node=node.name, address=node.address, dp_rank=None,
             launch=self._launch(spec, "proxy", argv), health_url=f"http://{node.address}:{proxy.port}/healthcheck",
             ports=(proxy.port, proxy.admin_port), kv_port_window=None)
+
+
+def _prepend(directory: str, existing: str | EnvExtend | None) -> EnvExtend:
+    """The profile's library dir in front of what the operator's env adds (kv_pool.md Step 3.5.1's order)."""
+    if isinstance(existing, EnvExtend):
+        joined = existing.separator.join(filter(None, (directory, existing.prepend)))
+        return EnvExtend(prepend=joined, append=existing.append, separator=existing.separator)
+    return EnvExtend(prepend=directory)
