@@ -19,7 +19,7 @@ from .job_params import JobParams, known_names
 from .logs import LogUnavailable, process_log_tail
 from .models import Deployment, Process, Revision
 from .revision_checks import RevisionInvalid, name_problem
-from .revision_plan import deployment_plan, plan_by_node, revision_diff
+from .revision_plan import deployment_plan, revision_diff
 from .selectors import deployments_with_summary, processes_of, revisions_of
 from .services import (
     BadJobParams,
@@ -36,6 +36,7 @@ from .services import (
 )
 from .spec_form import form_context, spec_form_save, state_from_post, state_from_spec
 from .topology import plan_to_text
+from .topology.plan_view import plan_view
 
 NEW_TEMPLATE = """# A PD topology: see examples/reference-topology-fixed.yaml for every field.
 launch_profile: sim
@@ -193,7 +194,8 @@ def deployment_plan_page(request, pk):
     else:
         try:
             _spec, plan = deployment_plan(deployment, revision)
-            context.update(stages=plan_by_node(plan), text=plan_to_text(plan), profile=plan.profile)
+            context.update(stages=plan_view(plan), text=plan_to_text(plan), profile=plan.profile,
+                           warnings=plan.warnings)
         except RevisionInvalid as exc:
             context["problems"] = [name_problem(p, revision.spec).as_dict() for p in exc.problems]
     return render(request, "deployments/plan.html", context)
