@@ -4,7 +4,7 @@ import django_filters
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -32,6 +32,7 @@ from ..services import (
     revision_create,
 )
 from ..topology import plan_to_text
+from ..topology.plan_view import plan_view
 from .serializers import (
     ActivateSerializer,
     DeploymentSerializer,
@@ -46,6 +47,45 @@ from .serializers import (
     RevisionSerializer,
     RollingRestartParamsSerializer,
 )
+
+
+class PlanFileSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    mode = serializers.CharField(help_text="octal, as chmod takes it: 600")
+    content = serializers.CharField(allow_blank=True)
+    lines = serializers.ListField(child=serializers.CharField(allow_blank=True),
+                                  help_text="sh that writes it: a quoted here-document (or printf), then chmod")
+
+
+class PlanDocsProcessSerializer(serializers.Serializer):
+    """One process as the docs write a launch (topology/plan_view.py)."""
+
+    stage = serializers.CharField()
+    key = serializers.CharField()
+    role = serializers.CharField()
+    instance = serializers.CharField(allow_null=True)
+    node = serializers.CharField()
+    address = serializers.CharField()
+    ports = serializers.ListField(child=serializers.IntegerField())
+    kv_port_window = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
+    health_url = serializers.CharField(allow_null=True)
+    workdir = serializers.CharField()
+    log_file = serializers.CharField()
+    pid_file = serializers.CharField()
+    files = PlanFileSerializer(many=True)
+    exports = serializers.ListField(child=serializers.CharField(), help_text="export NAME=value, sh-quoted")
+    command = serializers.ListField(child=serializers.CharField(),
+                                    help_text="the program, then one flag with its values per entry; every entry "
+                                              "but the last ends in ' \\'; JSON arguments pretty-printed")
+    text = serializers.CharField(help_text="files, exports and command as one sh block")
+    start_line = serializers.CharField(help_text="exactly what a deploy runs on the node (pid file, log, setsid)")
+
+
+class PlanWithProcessesSerializer(PlanSerializer):
+    warnings = serializers.ListField(child=serializers.CharField(),
+                                     help_text="the plan renders but may not do what the spec meant")
+    processes = PlanDocsProcessSerializer(many=True, help_text="every process in start order, as the docs write it")
+
 
 INVALID = OpenApiResponse(ProblemsSerializer, description="the spec does not validate: each problem names "
                                                           "instance, field and a suggested fix")
@@ -151,10 +191,11 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         return Response(RevisionSerializer(revision).data)
 
     @extend_schema(parameters=[OpenApiParameter("revision", int, description="revision number (default: active)")],
-                   responses={200: PlanSerializer, 400: INVALID})
+                   responses={200: PlanWithProcessesSerializer, 400: INVALID})
     @action(detail=True, methods=["get"], filterset_class=None)
     def plan(self, request, pk=None):
-        """Every command, per stage and node, that a deploy would run; nothing runs."""
+        """Every command, per stage and node, that a deploy would run; nothing runs. `processes` has each as the docs
+        write it (exports, one flag per line, files) next to its exact start line."""
         deployment = self.get_object()
         revision = None
         if request.query_params.get("revision"):
@@ -167,8 +208,9 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         except RevisionInvalid as exc:
             return problems_response(exc, (revision or deployment.active_revision or Revision(spec={})).spec)
         number = (revision or deployment.active_revision).number
+        processes = [{"stage": stage.name, **p.as_dict()} for stage in plan_view(plan) for p in stage.processes]
         return Response({"revision": number, "profile": plan.profile, "text": plan_to_text(plan),
-                         "stages": plan_by_node(plan)})
+                         "stages": plan_by_node(plan), "warnings": list(plan.warnings), "processes": processes})
 
     @extend_schema(parameters=[OpenApiParameter("old", int, required=True), OpenApiParameter("new", int, required=True)],
                    responses={200: DiffSerializer})
