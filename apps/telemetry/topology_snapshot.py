@@ -65,7 +65,7 @@ def topology_snapshot(deployment: Deployment) -> dict:
     out["profile"] = plan.profile
     out["drawn_despite_problems"] = bool(out["problems"])
     out["instances"] = _instances(spec, plan, rows)
-    out["services"] = [_service(p, rows.get(p.key)) for p in plan.processes if p.role not in ENGINE_ROLES]
+    out["services"] = [_service(p, rows.get(p.key), spec) for p in plan.processes if p.role not in ENGINE_ROLES]
     out["nodes"] = _nodes(plan, inventory, out["instances"])
     out["client"] = _client(spec, inventory)
     out["edges"] = topology_edges(spec, plan)
@@ -140,6 +140,7 @@ def _instances(spec: TopologySpec, plan: Plan, rows: dict[str, Process]) -> list
             devices = _devices(p)
             # An internal-DP process hosts several ranks: its devices split in TP-sized runs, in rank order.
             count = max(1, len(devices) // inst.tp) if inst.tp else 1
+            headless = not p.ports and p.health_url is None  # an internal-DP secondary: no API server
             for i in range(count):
                 dp_rank = (p.dp_rank or 0) + i
                 ranks.append({
@@ -147,17 +148,38 @@ def _instances(spec: TopologySpec, plan: Plan, rows: dict[str, Process]) -> list
                     "ports": list(p.ports), "devices": devices[i * inst.tp:(i + 1) * inst.tp] if count > 1 else devices,
                     "kv_port_window": _rank_window(inst, dp_rank) if count > 1 else
                     (list(p.kv_port_window) if p.kv_port_window else None),
-                    "address": p.address, "health_url": p.health_url,
+                    "node": p.node, "address": p.address, "health_url": p.health_url, "headless": headless,
                     **_state_of(rows.get(p.key)), **_row_facts(rows.get(p.key)),
                 })
+        ranks.sort(key=lambda r: r["dp_rank"])
         windows = [r["kv_port_window"] for r in ranks if r["kv_port_window"]]
+        span = list(inst.span)
         out.append({
             "id": f"inst:{inst.name}", "name": inst.name, "role": inst.role, "role_colour": ROLE_COLOUR[inst.role],
-            "node": inst.node, "tp": inst.tp, "dp": inst.dp, "dp_style": inst.dp_style,
+            "node": inst.node, "nodes": span, "tp": inst.tp, "dp": inst.dp, "dp_local": inst.dp_local,
+            "dp_style": inst.dp_style,
+            "span_label": f"TP{inst.tp} × DP{inst.dp}" + (f" over {len(span)} nodes" if len(span) > 1 else ""),
             "kv_port_window": [min(w[0] for w in windows), max(w[1] for w in windows)] if windows else None,
-            "ranks": ranks, **_worst(ranks),
+            "ranks": ranks, "slices": [_slice(node, [r for r in ranks if r["node"] == node]) for node in span],
+            **_worst(ranks),
         })
     return out
+
+
+def _slice(node: str, ranks: list[dict]) -> dict:
+    """The part of an instance on one of its nodes, as a compact box draws it: which ranks, API ports, dies and
+    side-channel ports, how many processes (one per rank, or one for all: internal DP) and whether headless."""
+    keys = list(dict.fromkeys(r["key"] for r in ranks))
+    windows = [r["kv_port_window"] for r in ranks if r["kv_port_window"]]
+    per_process = list({r["key"]: r for r in ranks}.values())
+    return {
+        "node": node, "ranks": [ranks[0]["dp_rank"], ranks[-1]["dp_rank"]] if ranks else [],
+        "api_ports": sorted({r["api_port"] for r in ranks if r["api_port"] is not None}),
+        "devices": sorted({d for r in ranks for d in r["devices"]}), "processes": len(keys), "keys": keys,
+        "kv_port_window": [min(w[0] for w in windows), max(w[1] for w in windows)] if windows else None,
+        "headless": bool(ranks) and all(r["headless"] for r in ranks),
+        **_worst(per_process),
+    }
 
 
 def _rank_window(inst, dp_rank: int) -> list[int]:
@@ -165,10 +187,15 @@ def _rank_window(inst, dp_rank: int) -> list[int]:
     return [start, start + inst.tp - 1]
 
 
-def _service(p: PlannedProcess, row: Process | None) -> dict:
+def _service(p: PlannedProcess, row: Process | None, spec: TopologySpec) -> dict:
+    backend = None
+    if p.role == "kv_pool" and spec.kv_pool:
+        backend = spec.kv_pool.backend
+    elif p.role == "store":
+        backend = "memcached"
     return {"id": f"proc:{p.key}", "key": p.key, "role": p.role, "role_colour": ROLE_COLOUR.get(p.role, "grey"),
             "node": p.node, "address": p.address, "ports": list(p.ports), "health_url": p.health_url,
-            **_state_of(row), **_row_facts(row)}
+            "backend": backend, **_state_of(row), **_row_facts(row)}
 
 
 # --- nodes -------------------------------------------------------------------------------------------------------
@@ -182,11 +209,18 @@ def _column(roles: set[str]) -> str:
 
 def _nodes(plan: Plan, inventory: dict[str, Node], instances: list[dict]) -> list[dict]:
     used_by: dict[str, dict[int, dict]] = defaultdict(dict)
+    on_node: dict[str, list[str]] = defaultdict(list)
+    span_of: dict[str, dict] = {}
     for inst in instances:
         for r in inst["ranks"]:
+            if inst["name"] not in on_node[r["node"]]:
+                on_node[r["node"]].append(inst["name"])
             for d in r["devices"]:
-                used_by[inst["node"]][d] = {"instance": inst["name"], "role": inst["role"], "dp_rank": r["dp_rank"],
-                                            "key": r["key"]}
+                used_by[r["node"]][d] = {"instance": inst["name"], "role": inst["role"], "dp_rank": r["dp_rank"],
+                                         "key": r["key"]}
+        if len(inst["nodes"]) > 1:
+            for k, name in enumerate(inst["nodes"]):
+                span_of.setdefault(name, {"instance": inst["name"], "index": k, "of": len(inst["nodes"])})
     roles: dict[str, set[str]] = defaultdict(set)
     processes: dict[str, list[str]] = defaultdict(list)
     for p in plan.processes:
@@ -216,7 +250,7 @@ def _nodes(plan: Plan, inventory: dict[str, Node], instances: list[dict]) -> lis
             "reachability": node.reachability, "reachability_label": node.get_reachability_display(),
             "reachability_colour": REACHABILITY_COLOUR.get(node.reachability, "grey"),
             "column": _column(roles[name]), "roles": sorted(roles[name]), "processes": processes[name],
-            "instances": [i["name"] for i in instances if i["node"] == name], "dies": dies,
+            "instances": on_node[name], "span": span_of.get(name), "dies": dies,
         })
     return out
 
@@ -230,9 +264,25 @@ def _client(spec: TopologySpec, inventory: dict[str, Node]) -> dict:
 
 # --- edges -------------------------------------------------------------------------------------------------------
 
+POOL_NAMES = {"mooncake": "Mooncake master", "memcache": "MemCache MetaService"}
+STORE_GROUP = "group:store"  # the simulated cluster's memcached ring, drawn as one box: it is one pool
+
+
+def pool_mode(spec: TopologySpec, role: str) -> str:
+    """What an instance does with the pool (AscendStoreConnector): Prefill loads and puts prefix blocks; Decode
+    only as kv_pool's consumer_is_to_load / consumer_is_to_put say, else it just lends the pool its memory."""
+    if role == "prefill":
+        return "load + put"
+    pool = spec.kv_pool
+    doing = [w for w, on in (("load", pool and pool.consumer_is_to_load), ("put", pool and pool.consumer_is_to_put))
+             if on]
+    return " + ".join(doing) or "holds pool memory"
+
+
 def topology_edges(spec: TopologySpec, plan: Plan) -> list[dict]:
     """The request path and the KV paths, derived from the plan: client -> proxy -> every P -> every D
-    (the KV hand-over, labelled with both side-channel windows), P -> store (async backup), P/D -> KV pool."""
+    (the KV hand-over, labelled with both side-channel windows), every P/D -> the KV pool (its master, or the
+    simulated memcached ring as one group)."""
     procs = plan.processes
     proxy = next((p for p in procs if p.role == "proxy"), None)
     pool = next((p for p in procs if p.role == "kv_pool"), None)
@@ -262,10 +312,14 @@ def topology_edges(spec: TopologySpec, plan: Plan) -> list[dict]:
         for d in decodes:
             add("kv_transfer", f"inst:{p.name}", f"inst:{d.name}", f"KV {window(p.name)} → {window(d.name)}",
                 source_window=list(windows.get(p.name, ())), target_window=list(windows.get(d.name, ())))
-    for p in prefills:
-        for s in stores:
-            add("kv_backup", f"inst:{p.name}", f"proc:{s.key}", f"async backup → {s.node}:{s.ports[0]}")
+    backend = spec.kv_pool.backend if spec.kv_pool else None
     if pool:
+        what = POOL_NAMES.get(backend, "KV pool")
         for inst in spec.instances:
-            add("kv_pool", f"inst:{inst.name}", f"proc:{pool.key}", f"Mooncake master :{pool.ports[0]}")
+            add("kv_pool", f"inst:{inst.name}", f"proc:{pool.key}",
+                f"{what} :{pool.ports[0]} · {pool_mode(spec, inst.role)}", mode=pool_mode(spec, inst.role))
+    elif stores:
+        for inst in spec.instances:
+            add("kv_pool", f"inst:{inst.name}", STORE_GROUP,
+                f"memcached ring ({len(stores)}) · {pool_mode(spec, inst.role)}", mode=pool_mode(spec, inst.role))
     return edges

@@ -39,7 +39,7 @@ def test_snapshot_of_the_reference_topology(deployment):
         "node0": "prefill", "node1": "prefill", "node2": "decode", "node3": "decode", "proxy": "front"}
     assert all(len(nodes[n]["dies"]) == 16 for n in ("node0", "node1", "node2", "node3"))
     assert nodes["proxy"]["dies"] == [] and set(nodes["proxy"]["processes"]) == {"proxy", "kv-pool"}
-    assert "store-0" in nodes["node1"]["processes"]
+    assert nodes["node1"]["processes"] == ["p1-dp0"] and nodes["node1"]["span"] is None
     assert snap["client"] == {"id": "client", "node": "bench", "address": "127.0.10.235"}
 
     # Device assignment: p0 holds all 16 dies of node0; d0's four DP ranks hold 4 dies each.
@@ -61,16 +61,19 @@ def test_snapshot_of_the_reference_topology(deployment):
     assert nodes["node2"]["dies"][0]["hbm_percent"] == pytest.approx(24.4)
     assert nodes["node0"]["dies"][0]["discovered"] is False and nodes["node0"]["dies"][0]["ok"] is True
 
-    # Edges: the request path, every P to every D (4 pairs at instance level), backups and pool links.
+    # Edges: the request path, every P to every D (4 pairs at instance level), and every instance to the pool.
     edges = snap["edges"]
     kv = sorted((e["source"], e["target"]) for e in edges if e["kind"] == "kv_transfer")
     assert kv == [("inst:p0", "inst:d0"), ("inst:p0", "inst:d1"), ("inst:p1", "inst:d0"), ("inst:p1", "inst:d1")]
     assert _by(edges, "id", "kv_transfer:inst:p0->inst:d0")["label"] == "KV 30000-30015 → 30200-30215"
     requests = sorted((e["source"], e["target"]) for e in edges if e["kind"] == "request")
     assert requests == [("client", "proc:proxy"), ("proc:proxy", "inst:p0"), ("proc:proxy", "inst:p1")]
-    assert len([e for e in edges if e["kind"] == "kv_backup"]) == 2 * 3
-    assert sorted(e["source"] for e in edges if e["kind"] == "kv_pool") == ["inst:d0", "inst:d1", "inst:p0",
-                                                                            "inst:p1"]
+    assert not [e for e in edges if e["kind"] == "kv_backup"]  # the store is folded into the pool (issue 11)
+    pool = {e["source"]: e for e in edges if e["kind"] == "kv_pool"}
+    assert sorted(pool) == ["inst:d0", "inst:d1", "inst:p0", "inst:p1"]
+    assert pool["inst:p0"]["label"] == "Mooncake master :50088 · load + put"
+    assert pool["inst:d0"]["mode"] == "holds pool memory"  # consumer_is_to_load/put are off
+    assert _by(snap["services"], "key", "kv-pool")["backend"] == "mooncake"
     ids = {i["id"] for i in snap["instances"]} | {s["id"] for s in snap["services"]} | {"client"}
     assert all(e["source"] in ids and e["target"] in ids for e in edges)
 
@@ -176,14 +179,15 @@ proxy: {node: proxy, port: 1999}
 
 
 def _large_yaml() -> str:
-    """Eight P and eight D nodes (DP4 each on D), a pool and three stores: many more rows than SMALL."""
+    """Eight P and eight D nodes (DP4 each on D), a MemCache pool played by three memcached: many more rows than
+    SMALL."""
     lines = [line for line in SMALL.splitlines() if not line.startswith("  - ")]
     at = lines.index("instances:") + 1
     instances = [f"  - {{name: p{i}, role: prefill, node: big{i}, tp: 16, api_port: 7100, kv_port: 30000}}"
                  for i in range(8)]
     instances += [f"  - {{name: d{i}, role: decode, node: big{8 + i}, tp: 4, dp: 4, dp_rpc_port: 12321, "
                   "api_port: 7100, kv_port: 30200}" for i in range(8)]
-    extra = ["kv_pool: {node: proxy}", "store:", "  servers:",
+    extra = ["kv_pool: {backend: memcache, node: proxy, install_path: /opt/mmc}", "store:", "  servers:",
              *(f"    - {{node: big{i}, port: 11211}}" for i in range(3))]
     text = "\n".join(lines[:at] + instances + lines[at:] + extra) + "\n"
     return text.replace("tp: 16, api_port", "tp: 16, dp: 1, api_port").replace("/small", "/large")
@@ -216,6 +220,10 @@ def test_query_count_is_constant_for_a_small_and_a_large_deployment(ref_cluster,
     assert not small_snap["problems"] and not large_snap["problems"]
     assert len(large_snap["nodes"]) == 17 and len(large_snap["instances"]) == 16
     assert len([e for e in large_snap["edges"] if e["kind"] == "kv_transfer"]) == 64
+    # The memcached ring that plays MemCache is one pool: one edge per instance to the group, not to each server.
+    pool = [e for e in large_snap["edges"] if e["kind"] == "kv_pool"]
+    assert len(pool) == 16 and {e["target"] for e in pool} == {"group:store"}
+    assert [s["backend"] for s in large_snap["services"] if s["role"] == "store"] == ["memcached"] * 3
 
 
 # --- live state (apps.telemetry's last scrape round, from Redis) ---------------------------------------------------

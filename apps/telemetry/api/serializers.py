@@ -31,7 +31,9 @@ class TopologyNodeSerializer(serializers.Serializer):
     column = serializers.ChoiceField(choices=["front", "prefill", "decode", "services"])
     roles = serializers.ListField(child=serializers.CharField())
     processes = serializers.ListField(child=serializers.CharField())
-    instances = serializers.ListField(child=serializers.CharField())
+    instances = serializers.ListField(child=serializers.CharField(), help_text="instances with ranks on this node")
+    span = serializers.DictField(allow_null=True, help_text="instance, index and of: this node is one of the nodes a "
+                                                            "multi-node instance spans; null otherwise")
     dies = TopologyDieSerializer(many=True)
 
 
@@ -54,9 +56,22 @@ class TopologyProcessSerializer(TopologyLiveSerializer):
 
 class TopologyRankSerializer(TopologyProcessSerializer):
     dp_rank = serializers.IntegerField()
+    node = serializers.CharField(help_text="the node this rank runs on (an instance may span several)")
+    headless = serializers.BooleanField(help_text="an internal-DP secondary started --headless: no API server")
     api_port = serializers.IntegerField(allow_null=True)
     devices = serializers.ListField(child=serializers.IntegerField(), help_text="ASCEND_RT_VISIBLE_DEVICES")
     kv_port_window = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
+
+
+class TopologySliceSerializer(TopologyLiveSerializer):
+    node = serializers.CharField()
+    ranks = serializers.ListField(child=serializers.IntegerField(), help_text="first and last global DP rank here")
+    api_ports = serializers.ListField(child=serializers.IntegerField())
+    devices = serializers.ListField(child=serializers.IntegerField())
+    processes = serializers.IntegerField()
+    keys = serializers.ListField(child=serializers.CharField())
+    kv_port_window = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
+    headless = serializers.BooleanField()
 
 
 class TopologyInstanceSerializer(TopologyLiveSerializer):
@@ -64,12 +79,16 @@ class TopologyInstanceSerializer(TopologyLiveSerializer):
     name = serializers.CharField()
     role = serializers.CharField()
     role_colour = serializers.CharField()
-    node = serializers.CharField()
+    node = serializers.CharField(help_text="its first node: the DP master")
+    nodes = serializers.ListField(child=serializers.CharField(), help_text="every node it spans, the master first")
     tp = serializers.IntegerField()
     dp = serializers.IntegerField()
+    dp_local = serializers.IntegerField(help_text="DP ranks on each node")
     dp_style = serializers.CharField()
+    span_label = serializers.CharField()
     kv_port_window = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
     ranks = TopologyRankSerializer(many=True)
+    slices = TopologySliceSerializer(many=True, help_text="its part on each node it spans, in span order")
 
 
 class TopologyServiceSerializer(TopologyProcessSerializer):
@@ -77,6 +96,7 @@ class TopologyServiceSerializer(TopologyProcessSerializer):
     role = serializers.CharField()
     role_colour = serializers.CharField()
     node = serializers.CharField()
+    backend = serializers.CharField(allow_null=True, help_text="kv_pool: mooncake | memcache; store: memcached")
 
 
 class TopologyEdgeSerializer(serializers.Serializer):
@@ -86,6 +106,7 @@ class TopologyEdgeSerializer(serializers.Serializer):
     target = serializers.CharField()
     label = serializers.CharField()
     source_window = serializers.ListField(child=serializers.IntegerField(), required=False)
+    mode = serializers.CharField(required=False, help_text="kv_pool: what the instance does with the pool")
     target_window = serializers.ListField(child=serializers.IntegerField(), required=False)
 
 
