@@ -1,7 +1,7 @@
 """vllm-ascend's own examples, rendered from a topology and compared with the docs' commands field by field.
 
-The docs' scripts are transcribed below (vllm-ascend docs/source/user_guide/feature_guide/kv_pool.md Steps 2.2.1,
-2.3.1, 3.3, 3.5.1; the multi-node tutorial in docs/ascend-pd-launch-facts.md §1.3) with their placeholders filled in
+The docs' scripts are transcribed below (vllm-ascend's KV pool guide, Steps 2.2.1, 2.3.1, 3.3 and 3.5.1, summarised in
+docs/ascend-pd-launch-facts.md §3.5; the multi-node tutorial in §1.3) with their placeholders filled in
 as the example topologies in examples/docs/ fill them. Every env var and flag the docs set must come out with the
 same value; what we add on top is listed, so a new addition is a reviewed change. The rendered plans are pinned as
 golden files too (tests/deployments/golden/docs-*.json).
@@ -23,7 +23,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "docs"
 NODES = {f"node{i}": NodeFacts(f"node{i}", f"192.0.0.{i}", frozenset(range(16)), 16, "eth0") for i in range(5)}
 A2_NODES = {n: NodeFacts(n, f.address, frozenset(range(8)), 8, "eth0") for n, f in NODES.items()}  # the guide's A2
 
-# kv_pool.md Step 2.3.1 run_prefill.sh / run_decode.sh, A2 branch (ROLE, LOCAL_IP, NIC_NAME, MODEL_PATH filled in).
+# The KV pool guide's Step 2.3.1 run_prefill.sh / run_decode.sh, A2 branch (ROLE, LOCAL_IP, NIC_NAME, MODEL_PATH filled in).
 MOONCAKE_DOC = {
     "prefill": ("""
 export ASCEND_RT_VISIBLE_DEVICES=0,1,2,3,4,5,6,7

@@ -112,17 +112,17 @@ def test_deploy_serves_a_completion_redeploy_keeps_everything_and_stop_leaves_no
     job = run(deployment_deploy, deployment, operator)
     first_seconds = time.monotonic() - t0
     assert job.status == "successful", job.explanation
-    assert "15 processes (15 started" in job.explanation and "answered a completion" in job.explanation
+    assert "12 processes (12 started" in job.explanation and "answered a completion" in job.explanation
     assert {s.state for s in job.node_summaries.all()} == {"done"}
     proxy_address = Process.objects.get(key="proxy").address
     assert completion(proxy_address)["choices"][0]["text"]
     pids = pids_in(run_dir)
-    assert len(pids) == 15 and all(pid_alive(p) for p in pids.values())
+    assert len(pids) == 12 and all(pid_alive(p) for p in pids.values())
     assert dict(Process.objects.values_list("key", "pid")) == pids
 
     again = run(deployment_deploy, deployment, operator)
     assert again.status == "successful", again.explanation
-    assert "0 started, 15 kept" in again.explanation
+    assert "0 started, 12 kept" in again.explanation
     assert pids_in(run_dir) == pids  # nothing started twice
 
     # A new revision that changes d1 only: its four processes are replaced, everything else kept.
@@ -146,7 +146,7 @@ def test_deploy_serves_a_completion_redeploy_keeps_everything_and_stop_leaves_no
     assert not [p for p in after.values() if pid_alive(p)]
     assert set(Process.objects.values_list("state", flat=True)) == {"stopped"}
     assert not processes_mentioning(run_dir)
-    print(f"\nfirst deploy of 15 processes: {first_seconds:.1f}s")
+    print(f"\nfirst deploy of 12 processes: {first_seconds:.1f}s")
 
 
 def test_an_engine_that_dies_during_deploy_fails_the_job_with_its_log_and_stops_the_rest(inventory, operator,
@@ -262,7 +262,7 @@ def test_a_killed_worker_is_swept_and_stop_finds_what_it_left(inventory, operato
                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while len(pids_in(run_dir)) < 14:  # store, pool, engines started; d0 is slow to become healthy
+        while len(pids_in(run_dir)) < 11:  # pool and engines started; d0 is slow to become healthy
             assert time.monotonic() < deadline and worker.poll() is None, "the worker never got to the engines"
             time.sleep(0.2)
         worker.send_signal(signal.SIGKILL)
@@ -310,7 +310,7 @@ def test_a_run_dir_other_local_users_could_reach_is_refused_before_anything_star
     assert "refusing /tmp: it is writable by group or others (mode 1777)" in pre.explanation
     job = run(deployment_deploy, deployment, operator)
     assert job.status == "failed"
-    assert "step 'start store-0' failed" in job.explanation
+    assert "step 'start kv-pool' failed" in job.explanation
     assert "refusing /tmp: it is writable by group or others (mode 1777)" in job.explanation
     assert not os.path.exists(exposed_run_dir)  # nothing created, nothing started
     assert not processes_mentioning(exposed_run_dir)

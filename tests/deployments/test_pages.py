@@ -63,8 +63,8 @@ def test_the_new_deployment_template_gets_a_run_dir_of_its_own(browser_for, ref_
 
 def test_plan_page_shows_every_command_per_node(browser_for, deployment):
     html = browser_for("viewer").get(f"/deployments/{deployment.pk}/plan/").content.decode()
-    assert html.count('class="plan-process"') == 15
-    assert "Stage 3: engines" in html and "setsid nohup" in html
+    assert html.count('class="plan-process"') == 12
+    assert "Stage 2: engines" in html and "setsid nohup" in html
     assert "Deploy this plan" not in html  # viewers see the plan, not the button
 
 
