@@ -6,13 +6,14 @@ Process rows and reports per-node progress; `guarded` stops what the run started
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import PurePosixPath
 
 from django.utils import timezone
 
 from apps.inventory.secrets import is_undecryptable
 from apps.jobs.choices import NodeStepState
 from apps.jobs.context import JobCanceled, JobContext, JobFailed
-from sshexec import private_dirs_command, stop_command, tail_command
+from sshexec import LaunchFile, private_dirs_command, remove_files_command, stop_command, tail_command
 from sshexec import probe_commands as remote
 
 from ..choices import ProcessState
@@ -55,6 +56,7 @@ class DeploymentRun:
         self.started: list[PlannedProcess] = []
         self.keep = self.options.keep_on_failure
         self.failed_nodes: set[str] = set()
+        self.files_written: set[tuple[str, str]] = set()  # (node, path) of the launch files this job wrote
 
     # --- progress ----------------------------------------------------------------------------------------
     def planned_steps(self, steps: Counter) -> None:
@@ -137,6 +139,7 @@ class DeploymentRun:
             return
         if any(p.role == "proxy" for p in procs):
             self.write_admin_token(next(p for p in procs if p.role == "proxy").node)
+        self.write_files(procs)
         for p in procs:
             self.ctx.step(f"start {p.key} ({p.role}) on {p.node}: {' '.join(p.launch.argv[:3])} ...", node=p.node)
         outcomes = self.fleet.run_many([(p.node, start_line(p)) for p in procs], timeout=START_TIMEOUT)
@@ -176,6 +179,44 @@ class DeploymentRun:
         self.fleet.put_text(node, str(token_file), token + "\n", mode=0o600)
         self.fleet.put_text(node, str(header_file), f"Authorization: Bearer {token}\n", mode=0o600)
 
+    def write_files(self, procs: list[PlannedProcess]) -> None:
+        """Writes the launch files of procs on their nodes, once per node and path in this job, after checking their
+        directories like a run dir (the start checks the files again and refuses a missing or different one)."""
+        todo: dict[str, dict[str, LaunchFile]] = {}
+        for p in procs:
+            for f in p.launch.files:
+                path = str(f.path)
+                if (p.node, path) in self.files_written:
+                    continue
+                first = todo.setdefault(p.node, {}).setdefault(path, f)
+                if (first.content, first.mode) != (f.content, f.mode):
+                    self.fail(p.node, f"{path} on {p.node} is planned twice with different content or mode")
+        if not todo:
+            return
+        checks = [(node, private_dirs_command(sorted({str(PurePosixPath(path).parent) for path in files}),
+                                              files=sorted(files))) for node, files in todo.items()]
+        for (node, files), o in zip(todo.items(), self.fleet.run_many(checks, timeout=15), strict=True):
+            if not o.ok:
+                self.fail(node, f"cannot write the launch files on {node}: "
+                          f"{o.error or o.result.stderr.strip()[-500:] or f'exit {o.result.exit_status}'}")
+            for path, f in files.items():
+                self.fleet.put_text(node, path, f.content, mode=f.mode)
+                self.files_written.add((node, path))
+                self.ctx.log(f"wrote {path} ({len(f.content.encode())} bytes, mode {f.mode:04o})", node=node)
+
+    def remove_files(self, by_node: dict[str, set[str]]) -> list[tuple[str, str]]:
+        """Removes launch files, per node (one already gone is fine); returns (node, reason) where that failed."""
+        pairs = [(node, remove_files_command(sorted(paths))) for node, paths in by_node.items() if paths]
+        failures = []
+        for o in self.fleet.run_many(pairs, timeout=20, quiet=True):
+            if o.ok:
+                self.ctx.log(f"launch files: {', '.join(o.result.stdout.splitlines())}", node=o.node)
+            else:
+                reason = o.error or o.result.stderr.strip()[-500:] or f"exit {o.result.exit_status}"
+                self.ctx.log(f"could not remove the launch files: {reason}", node=o.node, stream="error")
+                failures.append((o.node, reason))
+        return failures
+
     def stop(self, items: list[Item], *, why: str, progress: bool = True) -> list[tuple[Item, str]]:
         """Stops items stage by stage, backwards (proxy first). Returns (item, reason) for those it could not stop."""
         grace = self.options.stop_grace
@@ -204,21 +245,35 @@ class DeploymentRun:
         return failures
 
     def cleanup_started(self, reason: str) -> None:
-        if not self.started:
+        if not self.started and not self.files_written:
             return
         keys = ", ".join(p.key for p in self.started)
         if self.keep:
-            self.ctx.log(f"keep_on_failure: leaving what this job started running for debugging: {keys}",
-                         stream="stderr")
+            self.ctx.log(f"keep_on_failure: leaving what this job started running for debugging: {keys or 'none'}"
+                         f"{' and the launch files it wrote' if self.files_written else ''}", stream="stderr")
             return
-        self.ctx.step(f"{reason}: stopping the {len(self.started)} processes this job started ({keys})")
-        failures = self.stop([item_of(p) for p in reversed(self.started)], why="cleanup", progress=False)
+        failures = []
+        if self.started:
+            self.ctx.step(f"{reason}: stopping the {len(self.started)} processes this job started ({keys})")
+            failures = self.stop([item_of(p) for p in reversed(self.started)], why="cleanup", progress=False)
         for item, why in failures:
             self.ctx.log(f"could not stop {item.key} on {item.node}: {why}; it may still run", node=item.node,
                          stream="error")
+        self.remove_files(self._unused_files(stuck_nodes={i.node for i, _ in failures}))
         for node in dict.fromkeys(p.node for p in self.started):
             if node not in self.failed_nodes:
                 self.ctx.node_state(node, NodeStepState.SKIPPED, f"{reason}: what this job started here was stopped")
+
+    def _unused_files(self, stuck_nodes: set[str]) -> dict[str, set[str]]:
+        """The launch files this job wrote that no process of the plan still running names (a kept one may read
+        them), except on nodes where a stop failed."""
+        running = {(p.node, str(f.path)) for p in (self.plan.processes if self.plan else ())
+                   if (row := self.rows.get(p.key)) and row.state == ProcessState.RUNNING for f in p.launch.files}
+        out: dict[str, set[str]] = {}
+        for node, path in self.files_written - running:
+            if node not in stuck_nodes:
+                out.setdefault(node, set()).add(path)
+        return out
 
     def done(self, nodes, message: str = "done") -> None:
         for n in dict.fromkeys(nodes):

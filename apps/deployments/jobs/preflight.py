@@ -102,6 +102,7 @@ def _npu_problems(text, procs, own) -> list[str]:
         users.setdefault(chip_to_logical.get((proc.npu_id, proc.chip_id), -1), []).append(proc)
     for p in procs:
         devices = p.launch.env.get("ASCEND_RT_VISIBLE_DEVICES", "")
+        devices = devices if isinstance(devices, str) else ""  # an EnvExtend names no devices of its own
         for d in (int(x) for x in devices.split(",") if x.strip().isdecimal()):
             die = by_logical.get(d)
             if die is None:

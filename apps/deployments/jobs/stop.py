@@ -1,5 +1,6 @@
-"""The stop job: stop every process the plan names or a row records as not stopped, proxy first. Runs even when
-the revision no longer validates, and tells which processes may still run on nodes it could not reach."""
+"""The stop job: stop every process the plan names or a row records as not stopped, proxy first, then remove the
+launch files those processes read. Runs even when the revision no longer validates, and tells which processes may
+still run on nodes it could not reach."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from apps.jobs.context import JobContext, JobFailed
 from apps.jobs.registry import job_handler
 
 from ..choices import ProcessState
+from ..revision_checks import RevisionInvalid
+from ..revision_plan import render_plan, revision_spec
+from ..topology import TopologyInvalid
 from .deployment_run import DeploymentRun
 from .run_items import item_of, item_of_row
 
@@ -37,6 +41,7 @@ def _stop(run: DeploymentRun) -> None:
     if not items:
         ctx.summary = "nothing to stop: no process recorded or planned"
         return
+    files = _launch_files(run)
     steps = Counter(i.node for i in items)
     for n in steps:
         steps[n] += 1
@@ -57,11 +62,43 @@ def _stop(run: DeploymentRun) -> None:
             run.mark(i.key, ProcessState.UNKNOWN, f"node unreachable during stop: {unreachable[i.node]}")
     stuck = [f"{i.key} on {i.node} ({why})" for i, why in failures]
     stuck += [f"{i.key} on {i.node} (node unreachable: {unreachable[i.node]})" for i in items if i.node in unreachable]
-    for n in reachable:
-        if not any(i.node == n for i, _ in failures):
+    stopped = [n for n in reachable if not any(i.node == n for i, _ in failures)]
+    # A process that did not stop may still read its files: they stay with it.
+    done = {n: paths for n, paths in files.items() if n in stopped}
+    left = dict(run.remove_files(done))
+    for n in stopped:
+        if n in left:
+            ctx.node_state(n, NodeStepState.FAILED, f"stopped, but the launch files stay: {left[n]}"[:500])
+        else:
             ctx.node_state(n, NodeStepState.DONE, "stopped")
     if stuck:
         raise JobFailed("could not stop, so these may still run: " + "; ".join(stuck)
                         + ". Run stop again once the nodes are reachable")
-    ctx.summary = f"stopped: {len(items)} processes checked on {len(steps)} nodes, none left running"
+    if left:
+        raise JobFailed(f"stopped all {len(items)} processes, but could not remove the launch files on "
+                        + "; ".join(f"{n} ({why})" for n, why in left.items()))
+    gone = sum(len(paths) for paths in done.values())
+    ctx.summary = (f"stopped: {len(items)} processes checked on {len(steps)} nodes, none left running"
+                   f"{f'; their {gone} launch files are gone' if gone else ''}")
+
+
+def _launch_files(run: DeploymentRun) -> dict[str, set[str]]:
+    """The launch files to remove, per node: those of the plan, and those of the revisions the recorded processes
+    not known to be stopped were started from (found like their pid files: the plan, then the rows)."""
+    plans = {run.revision.pk: run.plan}
+    for row in run.rows.values():
+        if row.state != ProcessState.STOPPED and row.revision_id and row.revision_id not in plans:
+            try:
+                plans[row.revision_id] = render_plan(revision_spec(row.revision), run.deployment.cluster,
+                                                     deployment_id=run.deployment.pk)
+            except (RevisionInvalid, TopologyInvalid):
+                plans[row.revision_id] = None
+                run.ctx.log(f"revision r{row.revision.number} of {row.key} does not validate now: the launch files "
+                            "it named, if any, are not known and stay", stream="stderr")
+    out: dict[str, set[str]] = {}
+    for plan in plans.values():
+        for p in plan.processes if plan else ():
+            for f in p.launch.files:
+                out.setdefault(p.node, set()).add(str(f.path))
+    return out
 
