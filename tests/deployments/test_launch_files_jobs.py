@@ -223,3 +223,23 @@ def test_stop_after_a_new_revision_was_activated_removes_the_files_of_the_one_ru
     assert not any(path.exists() for path in with_files.values())
     assert "their 6 launch files are gone" in stopped.explanation  # r2's three were never written: absent
     assert not processes_mentioning(run_dir)
+
+
+def test_a_symlink_planted_at_a_launch_file_is_refused_and_its_target_never_written(deployment, with_files, run_dir):
+    import pwd
+
+    from apps.deployments.services import deployment_deploy
+
+    deployment, user = deployment
+    pw = pwd.getpwnam("simnode")
+    for path in (run_dir, f"{run_dir}/config"):
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        os.chown(path, pw.pw_uid, pw.pw_gid)
+    victim = Path(run_dir, "precious")
+    victim.write_text("keep")
+    with_files["node0"].symlink_to(victim)
+    job = run(deployment_deploy, deployment, user)
+    assert job.status == "failed"
+    assert f"refusing {with_files['node0']}: it is a symbolic link" in job.explanation
+    assert victim.read_text() == "keep"
+    assert not processes_mentioning(run_dir)
