@@ -1,13 +1,16 @@
 """The form editor: the same revision as the YAML editor for the same values, problems on the field they name,
 nothing saved on a problem, operators only."""
 
+import copy
 import re
 from html.parser import HTMLParser
 
 import pytest
+import yaml
 from django.test import Client
 
 from apps.deployments.models import Revision
+from apps.deployments.spec_form.state import node_names
 
 pytestmark = pytest.mark.django_db
 
@@ -200,3 +203,193 @@ def test_a_viewer_gets_403(make_user, deployment):
     assert client.get(form_url(deployment)).status_code == 403
     assert client.post(form_url(deployment), {"proxy.policy": "round_robin"}).status_code == 403
     assert deployment.revisions.count() == 1
+
+
+# --- issue 11's fields: instances spanning nodes, engine_id, env that extends, the KV pool's backend and options ---
+
+def spanning(fixed_data: dict) -> dict:
+    """The reference topology with d0 over node2 and node3 (TP4 x DP8: 4 ranks a node, 16 NPUs each) in place of
+    d0 and d1, and every issue-11 field set to something other than its default."""
+    data = copy.deepcopy(fixed_data)
+    p0, p1, d0 = data["instances"][:3]
+    del data["instances"][3]
+    del d0["node"]
+    d0.update(nodes=["node2", "node3"], dp=8, engine_id="2", env={
+        "LD_LIBRARY_PATH": {"prepend": "/usr/local/lib/python3.11/site-packages/mooncake"}, "HCCL_BUFFSIZE": "600"})
+    p0["engine_id"] = "0"
+    p1.update(devices=list(range(16)), env={
+        "LD_PRELOAD": {"prepend": "/usr/lib/a.so", "append": "/usr/lib/b.so", "separator": " "}})
+    data["kv_pool"] = {"backend": "mooncake", "node": "proxy", "rpc_port": 50090, "metrics_port": 9005,
+                       "segment_size": "4GB", "load_failure_policy": "recompute", "consumer_is_to_load": True,
+                       "consumer_is_to_put": True}
+    data["transfer_ports"] = {"base": 21000, "per_device": 100}
+    return data
+
+
+def activate_yaml(operator, deployment, data: dict) -> Revision:
+    response = operator.post(f"/deployments/{deployment.pk}/edit/", {
+        "yaml_text": yaml.safe_dump(data, sort_keys=False), "activate": "on"})
+    assert response.status_code == 302, re.findall(r'<li data-field[^>]*>.*?</li>', response.content.decode(), re.S)
+    return deployment.active_revision
+
+
+def saved_from_the_form(operator, deployment, fields: dict) -> Revision:
+    response = operator.post(form_url(deployment), {**fields, "activate": "on"})
+    assert response.status_code == 302, re.findall(r'<li data-field[^>]*>.*?</li>', response.content.decode(), re.S)
+    return deployment.active_revision
+
+
+def form_round_trip(operator, deployment, data: dict) -> tuple[Revision, Revision]:
+    """The spec saved from the YAML editor, then saved again from its form as shown: (before, after)."""
+    before = activate_yaml(operator, deployment, data)
+    after = saved_from_the_form(operator, deployment, page_fields(operator.get(form_url(deployment)).content.decode()))
+    assert after.number == before.number + 1
+    return before, after
+
+
+def test_every_new_field_survives_a_round_trip_through_the_form(operator, deployment, fixed_data):
+    before, after = form_round_trip(operator, deployment, spanning(fixed_data))
+    assert after.spec == before.spec
+    d0 = after.spec["instances"][2]
+    assert d0["nodes"] == ["node2", "node3"] and "node" not in d0 and d0["engine_id"] == "2"
+    assert d0["env"] == {"HCCL_BUFFSIZE": "600",
+                         "LD_LIBRARY_PATH": {"prepend": "/usr/local/lib/python3.11/site-packages/mooncake"}}
+    assert after.spec["instances"][1]["env"]["LD_PRELOAD"] == {
+        "prepend": "/usr/lib/a.so", "append": "/usr/lib/b.so", "separator": " "}
+    assert after.spec["kv_pool"] == {"node": "proxy", "backend": "mooncake", "rpc_port": 50090, "metrics_port": 9005,
+                                     "segment_size": "4GB", "load_failure_policy": "recompute",
+                                     "consumer_is_to_load": True, "consumer_is_to_put": True}
+    assert "nodes:" in after.yaml_text and "node: node0" in after.yaml_text  # one node stays `node:`
+
+
+def test_the_form_shows_the_new_fields(operator, deployment, fixed_data):
+    activate_yaml(operator, deployment, spanning(fixed_data))
+    html = operator.get(form_url(deployment)).content.decode()
+    fields = page_fields(html)
+    assert fields["instances[2].node"] == "node2, node3" and fields["instances[0].node"] == "node0"
+    assert fields["instances[2].engine_id"] == "2" and fields["instances[1].engine_id"] == ""
+    assert fields["kv_pool.backend"] == "mooncake" and fields["kv_pool.segment_size"] == "4GB"
+    assert fields["kv_pool.load_failure_policy"] == "recompute"
+    assert fields["kv_pool.consumer_is_to_load"] == "on" and fields["kv_pool.consumer_is_to_put"] == "on"
+    # env that extends reads as the shell would expand it, next to the row it belongs to
+    assert "LD_LIBRARY_PATH=/usr/local/lib/python3.11/site-packages/mooncake:$LD_LIBRARY_PATH" in cell(
+        html, "instances[2].keep")
+    assert "LD_PRELOAD=/usr/lib/a.so $LD_PRELOAD /usr/lib/b.so" in cell(html, "instances[1].keep")
+    # the node cell suggests the NPU nodes only
+    datalist = re.search(r'<datalist id="npu-nodes">(.*?)</datalist>', html, re.S).group(1)
+    assert re.findall(r'value="([^"]+)"', datalist) == ["node0", "node1", "node2", "node3"]
+    assert 'list="npu-nodes"' in cell(html, "instances[2].node")
+    policies = re.findall(r'<option value="([^"]*)"', cell(html, "kv_pool.load_failure_policy"))
+    assert policies == ["", "fail", "recompute"]
+    assert re.findall(r'<option value="([^"]*)"', cell(html, "kv_pool.backend")) == ["mooncake", "memcache"]
+
+
+def test_a_memcache_pool_and_the_sims_store_survive_a_round_trip(operator, deployment, fixed_data):
+    data = spanning(fixed_data)
+    data["kv_pool"] = {"backend": "memcache", "node": "proxy", "config_store_port": 6001, "segment_size": "2GB",
+                       "protocol": "device_sdma", "install_path": "/usr/local/lib/python3.11/site-packages"}
+    before, after = form_round_trip(operator, deployment, data)
+    assert after.spec == before.spec
+    assert after.spec["kv_pool"]["rpc_port"] == 5000 and after.spec["kv_pool"]["config_store_port"] == 6001
+    assert after.spec["kv_pool"]["protocol"] == "device_sdma" and not after.spec["kv_pool"]["consumer_is_to_load"]
+
+    data.update(launch_profile="sim", run_dir="/home/simnode/pdcp-runs/reference",
+                store={"servers": [{"node": "node1", "port": 11211}, {"node": "node2", "port": 11211}],
+                       "replicas": 2, "memory_mb": 128},
+                simulation={"answer_book": "made-up-aime", "accuracy": 0.5})
+    for inst in data["instances"]:
+        inst.pop("env", None)  # LD_* paths are no concern of the simulator
+    before, after = form_round_trip(operator, deployment, data)
+    assert after.spec == before.spec and after.spec["store"]["memory_mb"] == 128
+    assert after.spec["instances"][2]["nodes"] == ["node2", "node3"]
+
+
+def test_an_instance_is_spread_over_two_nodes_from_the_form_and_back(operator, deployment):
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    fields.update({"instances[2].node": "node2,node3", "instances[2].dp": "8", "instances[3].remove": "on",
+                   "instances[2].engine_id": "7"})
+    spec = saved_from_the_form(operator, deployment, fields).spec
+    d0 = spec["instances"][2]
+    assert d0["nodes"] == ["node2", "node3"] and "node" not in d0 and d0["engine_id"] == "7"
+    assert [i["name"] for i in spec["instances"]] == ["p0", "p1", "d0"]
+
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    assert fields["instances[2].node"] == "node2, node3"
+    fields.update({"instances[2].node": " node2 ", "instances[2].dp": "4", "instances[2].engine_id": ""})
+    revision = saved_from_the_form(operator, deployment, fields)
+    d0 = revision.spec["instances"][2]
+    assert d0["node"] == "node2" and "nodes" not in d0 and "engine_id" not in d0
+    assert "nodes:" not in revision.yaml_text
+
+
+@pytest.mark.parametrize(("typed", "says"), [
+    ("node2, node9", "node &#x27;node9&#x27; is not in the cluster inventory"),
+    ("node2, proxy", "node proxy has no NPUs"),
+    ("node2, node2", "node &#x27;node2&#x27; is listed twice"),
+])
+def test_a_bad_nodes_entry_is_shown_on_that_rows_node_cell(operator, deployment, typed, says):
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    fields.update({"instances[2].node": typed, "instances[2].dp": "8", "instances[3].remove": "on"})
+    page = operator.post(form_url(deployment), fields)
+    assert page.status_code == 400
+    html = page.content.decode()
+    here = cell(html, "instances[2].node")
+    assert says in here and 'aria-invalid="true"' in here and "instance d0.nodes[1]" in here
+    assert says not in cell(html, "instances[0].node") and says not in cell(html, "instances[2].dp")
+    assert page_fields(html)["instances[2].node"] == typed  # what was typed stays
+    assert deployment.revisions.count() == 1
+
+
+def test_a_dp_that_does_not_split_over_the_nodes_is_shown_on_dp(operator, deployment):
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    fields.update({"instances[2].node": "node2, node3", "instances[2].dp": "3", "instances[3].remove": "on"})
+    html = operator.post(form_url(deployment), fields).content.decode()
+    assert "DP3 over 2 nodes does not split evenly" in cell(html, "instances[2].dp")
+    assert "split evenly" not in cell(html, "instances[2].node")
+    assert deployment.revisions.count() == 1
+
+
+def test_the_kv_pool_is_edited_from_the_form_with_problems_on_its_fields(operator, deployment):
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    fields.update({"kv_pool.backend": "memcache", "kv_pool.rpc_port": "", "kv_pool.metrics_port": "",
+                   "kv_pool.segment_size": "1.5GB", "kv_pool.load_failure_policy": "recompute"})
+    html = operator.post(form_url(deployment), fields).content.decode()
+    assert "expected whole gigabytes" in cell(html, "kv_pool.segment_size")
+
+    fields["kv_pool.segment_size"] = "2GB"
+    html = operator.post(form_url(deployment), fields).content.decode()
+    assert "install path" in cell(html, "kv_pool.install_path")  # memcache needs it
+    assert deployment.revisions.count() == 1
+
+    fields.update({"kv_pool.install_path": "/usr/local/lib/python3.11/site-packages",
+                   "kv_pool.protocol": "device_rdma", "kv_pool.consumer_is_to_load": "on"})
+    pool = saved_from_the_form(operator, deployment, fields).spec["kv_pool"]
+    assert pool == {"node": "proxy", "backend": "memcache", "rpc_port": 5000, "metrics_port": 8000,
+                    "config_store_port": 6000, "segment_size": "2GB", "protocol": "device_rdma",
+                    "install_path": "/usr/local/lib/python3.11/site-packages", "load_failure_policy": "recompute",
+                    "consumer_is_to_load": True, "consumer_is_to_put": False}
+
+    # Back to mooncake: a memcache-only field still filled in (the page's script blanks them) is named on its field.
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    fields.update({"kv_pool.backend": "mooncake", "kv_pool.install_path": "", "kv_pool.config_store_port": "",
+                   "kv_pool.rpc_port": "", "kv_pool.metrics_port": ""})
+    fields.pop("kv_pool.consumer_is_to_load")  # unticked
+    html = operator.post(form_url(deployment), fields).content.decode()
+    assert "only the memcache backend takes protocol" in cell(html, "kv_pool.protocol")
+    fields["kv_pool.protocol"] = ""
+    pool = saved_from_the_form(operator, deployment, fields).spec["kv_pool"]
+    assert pool["backend"] == "mooncake" and pool["rpc_port"] == 50088 and not pool["consumer_is_to_load"]
+    assert "protocol" not in pool and "install_path" not in pool
+
+
+def test_pool_consumers_without_a_decode_instance_are_named_on_the_checkbox(operator, deployment):
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    fields.update({"kv_pool.consumer_is_to_load": "on", "instances[2].remove": "on", "instances[3].remove": "on"})
+    html = operator.post(form_url(deployment), fields).content.decode()
+    assert "no decode instance" in cell(html, "kv_pool.consumer_is_to_load")
+    assert deployment.revisions.count() == 1
+
+
+def test_the_node_cell_reads_commas_and_spaces():
+    assert node_names(" node2 ,node3,, node4  node5 ") == ["node2", "node3", "node4", "node5"]
+    assert node_names("  ") == []

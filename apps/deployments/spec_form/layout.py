@@ -6,11 +6,23 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from ..topology.spec import DP_STYLES, DTYPE_BYTES, HASH_KEYS, KV_LAYOUTS, LAUNCH_PROFILES, POLICIES, ROLES
+from ..topology.spec import (
+    DP_STYLES,
+    DTYPE_BYTES,
+    HASH_KEYS,
+    KV_LAYOUTS,
+    LAUNCH_PROFILES,
+    LOAD_FAILURE_POLICIES,
+    MEMCACHE_PROTOCOLS,
+    POLICIES,
+    POOL_BACKENDS,
+    ROLES,
+)
 from .state import (
     INSTANCE_INTS,
     INSTANCE_KEPT,
     KEPT_TOP,
+    TOP_BOOLS,
     TOP_INTS,
     TOP_TEXT,
     FormProblem,
@@ -28,6 +40,8 @@ class Field:
     choices: list[tuple[str, str]] = field(default_factory=list)
     problems: list[FormProblem] = field(default_factory=list)
     label: str = ""
+    list_id: str = ""  # a text field's <datalist> of suggestions
+    placeholder: str = ""
 
     @property
     def html_id(self) -> str:
@@ -70,14 +84,14 @@ def form_context(state: FormState, problems: list[FormProblem], *, npu_nodes: li
     is not on the page come back in `unplaced`."""
     f = _Fields(problems)
     top = _top_fields(f, state.top, all_nodes)
-    instances = [_instance_row(f, index, row, npu_nodes) for index, row in enumerate(state.instances)]
+    instances = [_instance_row(f, index, row) for index, row in enumerate(state.instances)]
     servers = [{"index": index, "problems": f.row_problems(f"store.servers[{index}]"), "f": {
         "node": f.select(f"store.servers[{index}].node", server.get("node", ""), all_nodes, blank="—"),
         "port": f(f"store.servers[{index}].port", server.get("port", ""), "number"),
         "remove": f(f"store.servers[{index}].remove", server.get("remove", ""), "checkbox")}}
         for index, server in enumerate(state.servers)]
     kept_top = kept_fields(state.keep, KEPT_TOP) or {}
-    return {"top": top, "instances": instances, "servers": servers, "keep": state.keep,
+    return {"top": top, "instances": instances, "servers": servers, "keep": state.keep, "npu_nodes": npu_nodes,
             "kept_top": _kept_lines(kept_top), "keep_problems": f.by_field.get("keep", []),
             "instances_problems": f.by_field.get("instances", []),
             "servers_problems": f.by_field.get("store.servers", []),
@@ -94,15 +108,25 @@ def _top_fields(f: _Fields, top: dict[str, str], all_nodes: list[str]) -> dict[s
                         ("bench_client.node", "— no bench client —")):
         t[name] = f.select(name, top.get(name, ""), all_nodes, blank=blank)
     t["proxy.hash_key"] = f.select("proxy.hash_key", top.get("proxy.hash_key", ""), HASH_KEYS, blank="— none —")
+    t["kv_pool.backend"] = f.select("kv_pool.backend", top.get("kv_pool.backend", ""), POOL_BACKENDS)
+    t["kv_pool.load_failure_policy"] = f.select("kv_pool.load_failure_policy",
+                                                top.get("kv_pool.load_failure_policy", ""), LOAD_FAILURE_POLICIES,
+                                                blank="— vLLM's default (fail) —")
+    t["kv_pool.protocol"] = f.select("kv_pool.protocol", top.get("kv_pool.protocol", ""), MEMCACHE_PROTOCOLS,
+                                     blank="—")
+    t.update({name: f(name, top.get(name, ""), "checkbox") for name in TOP_BOOLS})
     return {name.replace(".", "_"): value for name, value in t.items()}
 
 
-def _instance_row(f: _Fields, index: int, row: dict[str, str], npu_nodes: list[str]) -> dict:
+def _instance_row(f: _Fields, index: int, row: dict[str, str]) -> dict:
     p = f"instances[{index}]"
     cells = {k: f(f"{p}.{k}", row.get(k, ""), "number") for k in INSTANCE_INTS}
     cells["name"] = f(f"{p}.name", row.get("name", ""))
     cells["role"] = f.select(f"{p}.role", row.get("role", ""), ROLES)
-    cells["node"] = f.select(f"{p}.node", row.get("node", ""), npu_nodes, blank="—")
+    # One node, or every node the instance spans ("node2, node3": the first is the DP master).
+    cells["node"] = f(f"{p}.node", row.get("node", ""), "nodes")
+    cells["node"].list_id, cells["node"].placeholder = "npu-nodes", "node2, node3"
+    cells["engine_id"] = f(f"{p}.engine_id", row.get("engine_id", ""))
     cells["dp_style"] = f.select(f"{p}.dp_style", row.get("dp_style", ""), DP_STYLES)
     cells["expert_parallel"] = f(f"{p}.expert_parallel", row.get("expert_parallel", ""), "checkbox")
     cells["remove"] = f(f"{p}.remove", row.get("remove", ""), "checkbox")
@@ -116,9 +140,19 @@ def _kept_lines(kept: dict) -> list[str]:
     out = []
     for key, value in kept.items():
         if key == "env" and isinstance(value, dict):
-            out += [f"env {k}={v}" for k, v in value.items()]
+            out += [f"env {k}={_env_text(k, v)}" for k, v in value.items()]
         elif key == "extra_args" and isinstance(value, list):
             out.append("extra_args " + " ".join(map(str, value)))
         else:
             out.append(f"{key}: {json.dumps(value)}")
     return out
+
+
+def _env_text(name: str, value) -> str:
+    """A plain value as is; {prepend, append, separator} as the shell would see it: /x/mooncake:$LD_LIBRARY_PATH."""
+    if not isinstance(value, dict):
+        return str(value)
+    sep = str(value.get("separator", ":"))
+    parts = [str(value[k]) for k in ("prepend",) if value.get(k)] + [f"${name}"]
+    parts += [str(value["append"])] if value.get("append") else []
+    return sep.join(parts) + "  (keeps the node's value)"

@@ -7,15 +7,25 @@ import re
 
 from ..revision_checks import RevisionInvalid, checked_spec, name_problem
 from ..services import revision_create
-from .state import INSTANCE_KEPT, TOP_INTS, TOP_TEXT, FormProblem, FormState, Placement
+from .state import (
+    INSTANCE_KEPT,
+    KV_POOL_KEPT,
+    TOP_BOOLS,
+    TOP_INTS,
+    TOP_TEXT,
+    FormProblem,
+    FormState,
+    Placement,
+)
 from .to_data import state_to_data
 
 _SPEC_ROW = re.compile(r"^(instances|store\.servers)\[(\d+)\](?:\.([a-z_]+))?")
 
 
 def field_of(path: str, placement: Placement) -> str:
-    """The form field a spec path belongs to: instances[2].tp -> instances[<its form row>].tp; a kept field
-    (devices, extra_args[3], env.X) -> that row's read-only cell; a path the form has no field for -> ""."""
+    """The form field a spec path belongs to: instances[2].tp -> instances[<its form row>].tp; nodes and
+    nodes[1] -> that row's node cell (it lists them all); a kept field (devices, extra_args[3], env.X) -> that
+    row's read-only cell; a path the form has no field for -> ""."""
     m = _SPEC_ROW.match(path)
     if m:
         rows = placement.instance_rows if m.group(1) == "instances" else placement.server_rows
@@ -27,10 +37,13 @@ def field_of(path: str, placement: Placement) -> str:
             return f"{m.group(1)}[{row}]"
         if m.group(1) == "instances" and name in INSTANCE_KEPT:
             name = "keep"
+        elif m.group(1) == "instances" and name == "nodes":
+            name = "node"
         return f"{m.group(1)}[{row}].{name}"
-    if path.startswith(("transfer_ports", "store.memory_mb", "proxy.admin_port", "simulation")):
+    kept_pool = tuple(f"kv_pool.{k}" for k in KV_POOL_KEPT)
+    if path.startswith(("transfer_ports", "store.memory_mb", "proxy.admin_port", "simulation") + kept_pool):
         return "keep"
-    if path in TOP_TEXT + TOP_INTS or path in ("instances", "store.servers"):
+    if path in TOP_TEXT + TOP_INTS + TOP_BOOLS or path in ("instances", "store.servers"):
         return path
     if path in ("model.profile", "model"):
         return "model.path"

@@ -5,23 +5,37 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-INSTANCE_TEXT = ("name", "role", "node", "dp_style")
+from ..topology.spec import InstanceSpec, KvPoolSpec
+
+# An instance's node cell holds every node it spans, comma separated ("node2, node3"); one name is `node:`.
+INSTANCE_TEXT = ("name", "role", "node", "dp_style", "engine_id")
 INSTANCE_INTS = ("tp", "dp", "api_port", "kv_port", "dp_rpc_port", "max_num_seqs", "max_model_len")
-INSTANCE_KEPT = ("devices", "extra_args", "env")  # edited in YAML only
-KEPT_TOP = ("transfer_ports", "store", "proxy", "simulation")  # store.memory_mb, proxy.admin_port: YAML only
+INSTANCE_EDITED = INSTANCE_TEXT + INSTANCE_INTS + ("nodes", "expert_parallel")
+# Every other instance field rides along in the row's hidden JSON (edited in YAML only): devices, extra_args, env
+# today, and any field added to InstanceSpec later, so a new field is never dropped by a save from the form.
+INSTANCE_KEPT = tuple(f.name for f in fields(InstanceSpec) if f.name not in INSTANCE_EDITED)
+KEPT_TOP = ("transfer_ports", "store", "proxy", "simulation", "kv_pool")  # store.memory_mb, proxy.admin_port: YAML
 PROFILE_INTS = ("layers", "kv_heads", "head_dim", "attention_heads")
+KV_POOL_TEXT = ("backend", "segment_size", "load_failure_policy", "protocol", "install_path")
+KV_POOL_INTS = ("rpc_port", "metrics_port", "config_store_port")
+KV_POOL_BOOLS = ("consumer_is_to_load", "consumer_is_to_put")
+KV_POOL_EDITED = ("node",) + KV_POOL_TEXT + KV_POOL_INTS + KV_POOL_BOOLS
+KV_POOL_KEPT = tuple(f.name for f in fields(KvPoolSpec) if f.name not in KV_POOL_EDITED)  # none today
+MEMCACHE_ONLY = ("kv_pool.protocol", "kv_pool.install_path", "kv_pool.config_store_port")
 TOP_TEXT = ("launch_profile", "run_dir", "model.path", "model.served_name", "model.profile.dtype",
             "model.profile.kv_layout", "kv_pool.node", "proxy.node", "proxy.policy", "proxy.hash_key",
-            "bench_client.node")
-TOP_INTS = tuple(f"model.profile.{k}" for k in PROFILE_INTS) + (
-    "kv_pool.rpc_port", "kv_pool.metrics_port", "store.replicas", "proxy.port")
+            "bench_client.node") + tuple(f"kv_pool.{k}" for k in KV_POOL_TEXT)
+TOP_INTS = tuple(f"model.profile.{k}" for k in PROFILE_INTS) + tuple(f"kv_pool.{k}" for k in KV_POOL_INTS) + (
+    "store.replicas", "proxy.port")
+TOP_BOOLS = tuple(f"kv_pool.{k}" for k in KV_POOL_BOOLS)  # checkboxes: "on" | ""
 SPARE_INSTANCE_ROWS = 1
 SPARE_SERVER_ROWS = 1
 
 _ROW_KEY = re.compile(r"^(instances|store\.servers)\[(\d+)\]\.([a-z_]+)$")
+_NODE_SPLIT = re.compile(r"[\s,]+")
 
 
 @dataclass
@@ -68,6 +82,11 @@ def _s(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def node_names(text: str) -> list[str]:
+    """The node cell's names: "node2, node3" (commas and/or spaces) -> ["node2", "node3"]."""
+    return [name for name in _NODE_SPLIT.split(text.strip()) if name]
+
+
 # --- spec data -> form --------------------------------------------------------------------------------------
 
 def state_from_spec(data: dict) -> FormState:
@@ -81,12 +100,14 @@ def state_from_spec(data: dict) -> FormState:
            "model.path": _s(model.get("path")), "model.served_name": _s(model.get("served_name")),
            "model.profile.dtype": _s(profile.get("dtype", "bfloat16")),
            "model.profile.kv_layout": _s(profile.get("kv_layout", "mha")),
-           "kv_pool.node": _s(kv_pool.get("node")), "kv_pool.rpc_port": _s(kv_pool.get("rpc_port")),
-           "kv_pool.metrics_port": _s(kv_pool.get("metrics_port")), "store.replicas": _s(store.get("replicas")),
+           "kv_pool.node": _s(kv_pool.get("node")), "store.replicas": _s(store.get("replicas")),
            "proxy.node": _s(proxy.get("node")), "proxy.port": _s(proxy.get("port")),
            "proxy.policy": _s(proxy.get("policy", "round_robin")), "proxy.hash_key": _s(proxy.get("hash_key")),
            "bench_client.node": _s((data.get("bench_client") or {}).get("node"))}
     top.update({f"model.profile.{k}": _s(profile.get(k)) for k in PROFILE_INTS})
+    top.update({f"kv_pool.{k}": _s(kv_pool.get(k)) for k in KV_POOL_TEXT + KV_POOL_INTS})
+    top["kv_pool.backend"] = top["kv_pool.backend"] or "mooncake"
+    top.update({f"kv_pool.{k}": "on" if kv_pool.get(k) else "" for k in KV_POOL_BOOLS})
     keep = {}
     for name in ("transfer_ports", "simulation"):
         if data.get(name) is not None:
@@ -95,10 +116,15 @@ def state_from_spec(data: dict) -> FormState:
         keep["store"] = {"memory_mb": store["memory_mb"]}
     if proxy.get("admin_port") is not None and proxy.get("admin_port") != _plus_one(proxy.get("port")):
         keep["proxy"] = {"admin_port": proxy["admin_port"]}  # the default (port + 1) follows a changed port
+    kept_pool = {k: kv_pool[k] for k in KV_POOL_KEPT if kv_pool.get(k) is not None}
+    if kept_pool:
+        keep["kv_pool"] = kept_pool
     state = FormState(top=top, keep=json.dumps(keep))
     for inst in data.get("instances") or []:
         row = _blank_instance()
         row.update({k: _s(inst.get(k)) for k in INSTANCE_TEXT + INSTANCE_INTS})
+        if inst.get("nodes"):
+            row["node"] = ", ".join(map(str, inst["nodes"]))
         row["expert_parallel"] = "on" if inst.get("expert_parallel") else ""
         row["keep"] = json.dumps({k: inst[k] for k in INSTANCE_KEPT if inst.get(k) not in (None, [], {})})
         state.instances.append(row)
@@ -114,8 +140,9 @@ def state_from_spec(data: dict) -> FormState:
 # --- POST -> form -------------------------------------------------------------------------------------------
 
 def state_from_post(post) -> FormState:
-    """The form as submitted (a QueryDict or dict of strings); rows are found by their field names."""
-    state = FormState(top={k: post.get(k, "") for k in TOP_TEXT + TOP_INTS}, keep=post.get("keep", "{}"))
+    """The form as submitted (a QueryDict or dict of strings); rows are found by their field names. A checkbox
+    that is not ticked is not submitted, and a disabled field neither: both read as ""."""
+    state = FormState(top={k: post.get(k, "") for k in TOP_TEXT + TOP_INTS + TOP_BOOLS}, keep=post.get("keep", "{}"))
     rows: dict[str, dict[int, dict[str, str]]] = {"instances": {}, "store.servers": {}}
     for key in post:
         m = _ROW_KEY.match(key)
@@ -134,7 +161,8 @@ def state_from_post(post) -> FormState:
 
 
 def is_blank_instance(row: dict[str, str]) -> bool:
-    return not any(row[k].strip() for k in ("name", "node") + INSTANCE_INTS) and row["keep"].strip() in ("", "{}")
+    typed = ("name", "node", "engine_id") + INSTANCE_INTS
+    return not any(row[k].strip() for k in typed) and row["keep"].strip() in ("", "{}")
 
 
 def _plus_one(port: Any) -> Any:

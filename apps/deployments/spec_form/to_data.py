@@ -11,12 +11,17 @@ from .state import (
     INSTANCE_KEPT,
     INSTANCE_TEXT,
     KEPT_TOP,
+    KV_POOL_BOOLS,
+    KV_POOL_INTS,
+    KV_POOL_KEPT,
+    KV_POOL_TEXT,
     PROFILE_INTS,
     FormProblem,
     FormState,
     Placement,
     is_blank_instance,
     kept_fields,
+    node_names,
 )
 
 _INT = re.compile(r"^[+-]?\d+$")
@@ -58,10 +63,7 @@ def state_to_data(state: FormState) -> tuple[dict, list[FormProblem], Placement]
         data["run_dir"] = read.text("run_dir")
     kept_top = kept_fields(state.keep, KEPT_TOP) or {}
     if read.text("kv_pool.node"):
-        kv_pool = {"node": read.text("kv_pool.node")}
-        read.put(kv_pool, "rpc_port", "kv_pool.rpc_port", "kv_pool rpc_port")
-        read.put(kv_pool, "metrics_port", "kv_pool.metrics_port", "kv_pool metrics_port")
-        data["kv_pool"] = kv_pool
+        data["kv_pool"] = _kv_pool(read, kept_top)
     store = _store(read, state.servers, placement, kept_top)
     if store:
         data["store"] = store
@@ -80,20 +82,44 @@ def _instances(read: _Reader, rows: list[dict[str, str]], placement: Placement) 
         if row.get("remove") or is_blank_instance(row):
             continue
         who = row["name"].strip() or f"row {index + 1}"
-        inst: dict[str, Any] = {k: row[k].strip() for k in INSTANCE_TEXT}
+        inst: dict[str, Any] = {k: row[k].strip() for k in INSTANCE_TEXT if k not in ("node", "engine_id")}
+        nodes = node_names(row["node"])
+        if len(nodes) > 1:
+            inst["nodes"] = nodes
+        else:  # one node (or none: the parser says node is missing, on this cell)
+            inst["node"] = nodes[0] if nodes else ""
+        if row["engine_id"].strip():
+            inst["engine_id"] = row["engine_id"].strip()
         for k in INSTANCE_INTS:
             read.put(inst, k, f"instances[{index}].{k}", f"instance {who} {k}", row[k])
         inst["expert_parallel"] = bool(row.get("expert_parallel"))
         kept = kept_fields(row.get("keep", ""), INSTANCE_KEPT)
         if kept is None:
             read.errors.append(FormProblem(f"instances[{index}].keep", f"instance {who}",
-                                           "its devices, extra_args and env could not be read back",
+                                           f"its {', '.join(INSTANCE_KEPT)} could not be read back",
                                            "reload the form, or edit them in YAML"))
         else:
             inst.update(kept)
         placement.instance_rows.append(index)
         out.append(inst)
     return out
+
+
+def _kv_pool(read: _Reader, kept_top: dict) -> dict:
+    """Blank fields are left out, so the parser's defaults apply (a backend's own ports among them)."""
+    kv_pool: dict[str, Any] = {"node": read.text("kv_pool.node")}
+    for k in KV_POOL_TEXT:
+        if read.text(f"kv_pool.{k}"):
+            kv_pool[k] = read.text(f"kv_pool.{k}")
+    for k in KV_POOL_INTS:
+        read.put(kv_pool, k, f"kv_pool.{k}", f"kv_pool {k}")
+    for k in KV_POOL_BOOLS:
+        if read.text(f"kv_pool.{k}"):
+            kv_pool[k] = True
+    kept = kept_top.get("kv_pool")
+    if isinstance(kept, dict):
+        kv_pool.update({k: v for k, v in kept.items() if k in KV_POOL_KEPT})
+    return kv_pool
 
 
 def _store(read: _Reader, rows: list[dict[str, str]], placement: Placement, kept_top: dict) -> dict | None:
