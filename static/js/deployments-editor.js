@@ -32,3 +32,19 @@ if (area && gutter) {
     gotoLine(Number(a.dataset.line));
   }));
 }
+
+// Form editor: the KV pool's memcache-only fields are switched off (so not submitted, not saved) while the
+// backend is not memcache; without this script they are submitted and a mooncake pool reports them on the field.
+const backend = document.getElementById("f-kv-pool-backend");
+const memcacheOnly = document.querySelector("[data-memcache-only]");
+
+function memcacheFields() {
+  const on = backend.value === "memcache";
+  memcacheOnly.toggleAttribute("data-off", !on);
+  memcacheOnly.querySelectorAll("input, select").forEach((el) => { el.disabled = !on; });
+}
+
+if (backend && memcacheOnly) {
+  memcacheFields();
+  backend.addEventListener("change", memcacheFields);
+}
