@@ -70,7 +70,7 @@ def files_for(run_dir: str, seqs: int = 8) -> dict[str, Path]:
 def with_files(monkeypatch, run_dir):
     """Every engine and the proxy get <run_dir>/config/<node>-s<d0's max_num_seqs>.conf (so two revisions name
     different files; the two decode processes of node1 share one)."""
-    from apps.deployments.jobs import deployment_run, stop
+    from apps.deployments.jobs import deployment_run
 
     real = deployment_run.render_plan
 
@@ -88,7 +88,6 @@ def with_files(monkeypatch, run_dir):
                                                        for s in plan.stages))
 
     monkeypatch.setattr(deployment_run, "render_plan", render)
-    monkeypatch.setattr(stop, "render_plan", render)
     return files_for(run_dir)
 
 
@@ -242,4 +241,19 @@ def test_a_symlink_planted_at_a_launch_file_is_refused_and_its_target_never_writ
     assert job.status == "failed"
     assert f"refusing {with_files['node0']}: it is a symbolic link" in job.explanation
     assert victim.read_text() == "keep"
+    assert not processes_mentioning(run_dir)
+
+
+def test_a_deploy_of_a_revision_with_other_files_removes_the_earlier_ones(deployment, with_files, run_dir):
+    from apps.deployments.services import deployment_deploy, deployment_stop, revision_create
+
+    deployment, user = deployment
+    assert run(deployment_deploy, deployment, user).status == "successful"
+    revision_create(deployment=deployment, user=user, activate=True, yaml_text=topology(run_dir, decode_seqs=16))
+    job = run(deployment_deploy, deployment, user)
+    assert job.status == "successful", job.explanation
+    assert not any(path.exists() for path in with_files.values())
+    assert all(path.exists() for path in files_for(run_dir, 16).values())
+    assert run(deployment_stop, deployment, user).status == "successful"
+    assert not list(Path(run_dir, "config").iterdir())
     assert not processes_mentioning(run_dir)

@@ -13,7 +13,7 @@ from apps.jobs.registry import job_handler
 from ..choices import ProcessState
 from ..revision_plan import fingerprint
 from ..topology import PlannedProcess, Stage
-from .deployment_run import DeploymentRun, guarded
+from .deployment_run import DeploymentRun, files_by_node, guarded
 from .health_gate import probe, wait_healthy
 from .run_items import Item, item_of, item_of_row
 
@@ -35,6 +35,7 @@ def _deploy(run: DeploymentRun) -> None:
     run.connect(list(steps))
     ctx.check_cancel()
 
+    earlier = files_by_node(run.recorded_plans())  # before the rows are rewritten for this revision
     ctx.step(f"reading the state of {len(planned)} planned and {len(unwanted)} no longer wanted processes")
     actual = run.states([item_of(p) for p in plan.processes] + unwanted)
     gone = _stop_unwanted(run, unwanted, actual)
@@ -44,6 +45,9 @@ def _deploy(run: DeploymentRun) -> None:
         _reconcile_stage(run, stage, actual, kept, replaced)
     answer = probe(run, proxy)
     ctx.log(f"probe answer: {answer!r}", node=proxy.node)
+    # Files an earlier revision's processes read that this plan no longer names: nothing of it runs any more.
+    current = files_by_node([plan])
+    run.remove_files({n: paths - current.get(n, set()) for n, paths in earlier.items()})
     run.done(steps)
     ctx.summary = (f"r{run.revision.number} deployed: {len(planned)} processes ({len(run.started)} started"
                    f"{f', {len(replaced)} replaced' if replaced else ''}, {len(kept)} kept"

@@ -23,7 +23,7 @@ from ..job_params import JobParams
 from ..models import Deployment, Process, Revision, new_admin_token
 from ..revision_checks import RevisionInvalid
 from ..revision_plan import fingerprint, render_plan, revision_spec, start_line
-from ..topology import PlannedProcess, admin_header_path, admin_token_path
+from ..topology import Plan, PlannedProcess, TopologyInvalid, admin_header_path, admin_token_path
 from .run_items import Item, item_of, stage_rank
 
 START_TIMEOUT = 30
@@ -204,6 +204,21 @@ class DeploymentRun:
                 self.files_written.add((node, path))
                 self.ctx.log(f"wrote {path} ({len(f.content.encode())} bytes, mode {f.mode:04o})", node=node)
 
+    def recorded_plans(self) -> list[Plan]:
+        """The plans of the other revisions the recorded processes not known to be stopped were started from: where
+        their launch files are, as rows say where their pid files are. One that no longer renders is left out."""
+        plans: dict[int, Plan | None] = {self.revision.pk: None}
+        for row in self.rows.values():
+            if row.state != ProcessState.STOPPED and row.revision_id and row.revision_id not in plans:
+                try:
+                    plans[row.revision_id] = render_plan(revision_spec(row.revision), self.deployment.cluster,
+                                                         deployment_id=self.deployment.pk)
+                except (RevisionInvalid, TopologyInvalid):
+                    plans[row.revision_id] = None
+                    self.ctx.log(f"revision r{row.revision.number} of {row.key} does not validate now: the launch "
+                                 "files it named, if any, are not known and stay", stream="stderr")
+        return [plan for plan in plans.values() if plan]
+
     def remove_files(self, by_node: dict[str, set[str]]) -> list[tuple[str, str]]:
         """Removes launch files, per node (one already gone is fine); returns (node, reason) where that failed."""
         pairs = [(node, remove_files_command(sorted(paths))) for node, paths in by_node.items() if paths]
@@ -301,3 +316,12 @@ def guarded(run: DeploymentRun, body) -> None:
         raise
     finally:
         run.close()
+
+
+def files_by_node(plans) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for plan in plans:
+        for p in plan.processes if plan else ():
+            for f in p.launch.files:
+                out.setdefault(p.node, set()).add(str(f.path))
+    return out

@@ -11,10 +11,7 @@ from apps.jobs.context import JobContext, JobFailed
 from apps.jobs.registry import job_handler
 
 from ..choices import ProcessState
-from ..revision_checks import RevisionInvalid
-from ..revision_plan import render_plan, revision_spec
-from ..topology import TopologyInvalid
-from .deployment_run import DeploymentRun
+from .deployment_run import DeploymentRun, files_by_node
 from .run_items import item_of, item_of_row
 
 
@@ -41,7 +38,7 @@ def _stop(run: DeploymentRun) -> None:
     if not items:
         ctx.summary = "nothing to stop: no process recorded or planned"
         return
-    files = _launch_files(run)
+    files = files_by_node([run.plan, *run.recorded_plans()])  # before the stop marks the rows stopped
     steps = Counter(i.node for i in items)
     for n in steps:
         steps[n] += 1
@@ -80,25 +77,4 @@ def _stop(run: DeploymentRun) -> None:
     gone = sum(len(paths) for paths in done.values())
     ctx.summary = (f"stopped: {len(items)} processes checked on {len(steps)} nodes, none left running"
                    f"{f'; their {gone} launch files are gone' if gone else ''}")
-
-
-def _launch_files(run: DeploymentRun) -> dict[str, set[str]]:
-    """The launch files to remove, per node: those of the plan, and those of the revisions the recorded processes
-    not known to be stopped were started from (found like their pid files: the plan, then the rows)."""
-    plans = {run.revision.pk: run.plan}
-    for row in run.rows.values():
-        if row.state != ProcessState.STOPPED and row.revision_id and row.revision_id not in plans:
-            try:
-                plans[row.revision_id] = render_plan(revision_spec(row.revision), run.deployment.cluster,
-                                                     deployment_id=run.deployment.pk)
-            except (RevisionInvalid, TopologyInvalid):
-                plans[row.revision_id] = None
-                run.ctx.log(f"revision r{row.revision.number} of {row.key} does not validate now: the launch files "
-                            "it named, if any, are not known and stay", stream="stderr")
-    out: dict[str, set[str]] = {}
-    for plan in plans.values():
-        for p in plan.processes if plan else ():
-            for f in p.launch.files:
-                out.setdefault(p.node, set()).add(str(f.path))
-    return out
 
