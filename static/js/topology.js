@@ -58,8 +58,8 @@ function rankColours(snapshot) {
   const colours = new Map();
   for (const node of snapshot.nodes) {
     const ranks = [];
-    for (const inst of snapshot.instances.filter((i) => i.node === node.name)) {
-      for (const r of inst.ranks) ranks.push([inst, r]);
+    for (const inst of snapshot.instances) {
+      for (const r of inst.ranks) if (rankNode(inst, r) === node.name) ranks.push([inst, r]);
     }
     ranks.forEach(([inst, r], k) => {
       const light = ranks.length > 1 ? 30 + (40 * k) / (ranks.length - 1) : 42;
@@ -70,53 +70,131 @@ function rankColours(snapshot) {
 }
 
 // --- layout ------------------------------------------------------------------------------------------------
+// An instance on one node is a box inside its node box. An instance that spans nodes is a frame around its node
+// boxes (labelled with its name and "TP x DP over n nodes", live load in its head), and inside each node box a
+// slice: that node's ranks (one row each while few, else one summary row), headless ones dashed.
 
 let liveRows = false; // whether the boxes were laid out with a row for live load
+let poolOf = new Map(); // instance id -> what it does with the KV pool (its edge's mode): a row for the pool when live
+
+const rankNode = (inst, r) => r.node ?? inst.node;
+const spans = (inst) => (inst.nodes?.length ?? 1) > 1;
+const FRAME_HEAD = 22;
+const FRAME_PAD = 8;
+const POOL_ROW = 15;
+const SLICE_HEAD = 20;
+const MAX_RANK_ROWS = 4; // more ranks than this on one node: one summary row (each rank stays in the hover)
+
+function liveHeight(inst) {
+  return liveRows ? LIVE_ROW + (poolOf.has(inst.id) ? POOL_ROW : 0) : 0;
+}
 
 function instanceHeight(inst) {
-  return 22 + inst.ranks.length * RANK_ROW + 6 + (liveRows ? LIVE_ROW : 0);
+  return 22 + inst.ranks.length * RANK_ROW + 6 + liveHeight(inst);
+}
+
+function sliceRows(slice) {
+  const n = slice.ranks.length ? slice.ranks[1] - slice.ranks[0] + 1 : 0;
+  return n > MAX_RANK_ROWS ? 1 : Math.max(1, n);
+}
+
+function sliceHeight(slice) {
+  return SLICE_HEAD + sliceRows(slice) * RANK_ROW + 4;
+}
+
+function frameHead(inst) {
+  return FRAME_HEAD + liveHeight(inst) + 2;
+}
+
+// What a node box holds, in drawing order: whole instances, and slices of instances that span nodes.
+function hostedParts(node, snapshot) {
+  const parts = [];
+  for (const name of node.instances ?? []) {
+    const inst = snapshot.instances.find((i) => i.name === name);
+    if (!inst) continue;
+    if (spans(inst)) {
+      const slice = inst.slices?.find((s) => s.node === node.name);
+      if (slice) parts.push({ inst, slice, h: sliceHeight(slice) });
+    } else {
+      parts.push({ inst, slice: null, h: instanceHeight(inst) });
+    }
+  }
+  return parts;
+}
+
+function diesHeight(node) {
+  return node.dies.length ? Math.ceil(node.dies.length / 16) * (CELL_H + 4) + 8 : 0;
 }
 
 function nodeHeight(node, snapshot, hosted) {
-  let h = 40;
-  if (node.dies.length) h += Math.ceil(node.dies.length / 16) * (CELL_H + 4) + 8;
-  for (const inst of snapshot.instances.filter((i) => i.node === node.name)) h += instanceHeight(inst) + 6;
+  let h = 40 + diesHeight(node);
+  for (const part of hostedParts(node, snapshot)) h += part.h + 6;
   if (hosted.proxy) h += 34;
   if (hosted.others.length) h += 16;
   return h + 4;
 }
 
+function placeNode(snapshot, node, x, y, w, boxes) {
+  const services = snapshot.services.filter((s) => s.node === node.name);
+  const hosted = { proxy: services.find((s) => s.role === "proxy"), others: services.filter((s) => s.role !== "proxy") };
+  const box = { x, y, w, h: nodeHeight(node, snapshot, hosted), node, hosted, parts: [] };
+  box.strip = { x: box.x + 10, y: box.y + 36 };
+  let py = box.y + 40 + diesHeight(node);
+  for (const part of hostedParts(node, snapshot)) {
+    const pb = { x: box.x + 10, y: py, w: box.w - 20, h: part.h, inst: part.inst, slice: part.slice };
+    if (part.slice) box.parts.push(pb);
+    else boxes.set(part.inst.id, pb);
+    py += pb.h + 6;
+  }
+  if (hosted.proxy) {
+    boxes.set(hosted.proxy.id, { x: box.x + 10, y: py, w: box.w - 20, h: 28, service: hosted.proxy, nodeBox: box });
+    py += 34;
+  }
+  box.hostedY = py + 10;
+  return box;
+}
+
 function layout(snapshot) {
   const boxes = new Map(); // id -> {x, y, w, h}
   const placed = [];
+  const frames = [];
   const top = 16;
   const bottoms = { front: top, prefill: top, decode: top };
   const client = { x: COLUMNS.front.x + 30, y: top, w: COLUMNS.front.w - 60, h: 44 };
   boxes.set("client", client);
   bottoms.front = top + client.h + 56;
   const order = { front: 0, services: 1, prefill: 2, decode: 3 };
-  const nodes = [...snapshot.nodes].sort((a, b) => order[a.column] - order[b.column]
-    || a.name.localeCompare(b.name, undefined, { numeric: true }));
+  const index = new Map(snapshot.nodes.map((n, k) => [n.name, k]));
+  // Plan order within a column: an instance's nodes stay together, its DP master first.
+  const nodes = [...snapshot.nodes].sort((a, b) => order[a.column] - order[b.column] || index.get(a.name) - index.get(b.name));
+  const done = new Set();
   for (const node of nodes) {
+    if (done.has(node.name)) continue;
     const colName = node.column === "services" ? "front" : node.column;
     const col = COLUMNS[colName];
-    const services = snapshot.services.filter((s) => s.node === node.name);
-    const hosted = { proxy: services.find((s) => s.role === "proxy"), others: services.filter((s) => s.role !== "proxy") };
-    const box = { x: col.x, y: bottoms[colName], w: col.w, h: nodeHeight(node, snapshot, hosted), node, hosted };
-    bottoms[colName] = box.y + box.h + 26;
-    placed.push(box);
-    let y = box.y + 40 + (node.dies.length ? Math.ceil(node.dies.length / 16) * (CELL_H + 4) + 8 : 0);
-    box.strip = { x: box.x + 10, y: box.y + 36 };
-    for (const inst of snapshot.instances.filter((i) => i.node === node.name)) {
-      const ib = { x: box.x + 10, y, w: box.w - 20, h: instanceHeight(inst), inst };
-      boxes.set(inst.id, ib);
-      y += ib.h + 6;
+    const inst = node.span ? snapshot.instances.find((i) => i.name === node.span.instance) : null;
+    if (!inst) {
+      const box = placeNode(snapshot, node, col.x, bottoms[colName], col.w, boxes);
+      bottoms[colName] = box.y + box.h + 26;
+      placed.push(box);
+      done.add(node.name);
+      continue;
     }
-    if (hosted.proxy) {
-      boxes.set(hosted.proxy.id, { x: box.x + 10, y, w: box.w - 20, h: 28, service: hosted.proxy, nodeBox: box });
-      y += 34;
+    const frame = { x: col.x, y: bottoms[colName], w: col.w, h: 0, inst, frame: true, nodes: [] };
+    let y = frame.y + frameHead(inst);
+    for (const name of inst.nodes) {
+      const member = snapshot.nodes.find((n) => n.name === name);
+      if (!member || done.has(name)) continue;
+      const box = placeNode(snapshot, member, col.x + FRAME_PAD, y, col.w - 2 * FRAME_PAD, boxes);
+      placed.push(box);
+      frame.nodes.push(box);
+      done.add(name);
+      y = box.y + box.h + 8;
     }
-    box.hostedY = y + 10;
+    frame.h = y - frame.y;
+    boxes.set(inst.id, frame);
+    frames.push(frame);
+    bottoms[colName] = frame.y + frame.h + 26;
   }
   const bandTop = Math.max(...Object.values(bottoms)) + 50;
   const stores = snapshot.services.filter((s) => s.role === "store");
@@ -124,7 +202,8 @@ function layout(snapshot) {
   const band = { top: bandTop, stores: null, pool: null };
   if (stores.length) {
     const col = COLUMNS.prefill;
-    band.stores = { x: col.x, y: bandTop, w: col.w, h: 74 };
+    band.stores = { x: col.x, y: bandTop, w: col.w, h: 74, group: true };
+    boxes.set("group:store", band.stores);
     const w = (col.w - 20 - (stores.length - 1) * 8) / stores.length;
     stores.forEach((s, i) => boxes.set(s.id, { x: col.x + 10 + i * (w + 8), y: bandTop + 8, w, h: 40, service: s }));
   }
@@ -134,8 +213,8 @@ function layout(snapshot) {
     band.pool = b;
     boxes.set(pool.id, b);
   }
-  const height = bandTop + (stores.length || pool ? 90 : 0) + 10;
-  return { boxes, placed, band, height };
+  const height = bandTop + (stores.length || pool ? 118 : 0) + 10;
+  return { boxes, placed, frames, band, height };
 }
 
 // --- drawing -----------------------------------------------------------------------------------------------
@@ -171,9 +250,9 @@ function drawNode(svg, box, snapshot, colours) {
     reach.remove();
   }
   if (node.dies.length) drawDies(g, box, node, colours);
-  for (const name of node.instances) {
-    const inst = snapshot.instances.find((i) => i.name === name);
-    drawInstance(g, inst, colours);
+  for (const part of hostedParts(node, snapshot)) {
+    if (part.slice) drawSlice(g, box.parts.find((p) => p.slice === part.slice), colours);
+    else drawInstance(g, part.inst, colours);
   }
   if (box.hosted.others.length) {
     text(g, box.x + 10, box.hostedY, `also hosts: ${box.hosted.others.map((s) => `${s.key} :${s.ports[0]}`).join(", ")} (below)`,
@@ -211,6 +290,27 @@ function stateStyle(obj) {
 
 let boxesNow = new Map();
 
+function rankTip(r) {
+  return `${r.key} (DP rank ${r.dp_rank}) on ${r.node ?? ""} ${r.address}${r.headless ? " — headless (--headless: no API server)" : ""}`
+    + `\nstate: ${r.state_label}${r.state_detail ? ` — ${r.state_detail}` : ""}`
+    + `\npid: ${r.pid ?? "—"}${r.started_revision ? ` (started from r${r.started_revision})` : ""}`
+    + `\nports: ${r.ports.length ? r.ports.join(", ") : "none"} · KV side channel ${windowText(r.kv_port_window)}`
+    + `\ndevices (ASCEND_RT_VISIBLE_DEVICES): ${r.devices.join(",")}\nhealth: ${r.health_url ?? "—"}`;
+}
+
+function drawRank(parent, inst, r, x, y, w, colours) {
+  const row = el("g", { class: `rank${r.headless ? " headless" : ""}`, "data-key": r.key, "data-dp-rank": r.dp_rank }, parent);
+  const c = colours.get(`${inst.name}/${r.dp_rank}`);
+  el("rect", { x: x + 8, y: y + 2, width: 12, height: 12, rx: 2, fill: c ? c.fill : "#ddd" }, row);
+  const rs = stateStyle(r);
+  el("circle", { cx: x + w - 12, cy: y + 8, r: 4.5, fill: rs.colour }, row);
+  const port = r.headless ? "headless" : `:${r.api_port}`;
+  const base = `dp${r.dp_rank}  ${port}  dies ${ranges(r.devices)}  kv ${windowText(r.kv_port_window)}`;
+  const line = text(row, x + 26, y + 12, base + (r.pid ? `  pid ${r.pid}` : ""), { class: "rank-text" });
+  if (line.getComputedTextLength() > w - 50) line.textContent = base; // the pid stays in the hover
+  tip(row, rankTip(r));
+}
+
 function drawInstance(parent, inst, colours) {
   const b = boxesNow.get(inst.id);
   const { colour, tint } = stateStyle(inst);
@@ -223,22 +323,65 @@ function drawInstance(parent, inst, colours) {
     { class: "inst-sub" });
   text(g, b.x + b.w - 8, b.y + 15, inst.state_label, { class: "state-label", fill: colour, "text-anchor": "end" });
   tip(g, `${inst.name} (${inst.role}) on ${inst.node}: ${inst.state_label}`);
-  inst.ranks.forEach((r, k) => {
-    const y = b.y + 22 + k * RANK_ROW;
-    const row = el("g", { class: "rank", "data-key": r.key, "data-dp-rank": r.dp_rank }, g);
-    const c = colours.get(`${inst.name}/${r.dp_rank}`);
-    el("rect", { x: b.x + 8, y: y + 2, width: 12, height: 12, rx: 2, fill: c ? c.fill : "#ddd" }, row);
-    const rs = stateStyle(r);
-    el("circle", { cx: b.x + b.w - 12, cy: y + 8, r: 4.5, fill: rs.colour }, row);
-    const base = `dp${r.dp_rank}  :${r.api_port}  dies ${ranges(r.devices)}  kv ${windowText(r.kv_port_window)}`;
-    const line = text(row, b.x + 26, y + 12, base + (r.pid ? `  pid ${r.pid}` : ""), { class: "rank-text" });
-    if (line.getComputedTextLength() > b.w - 50) line.textContent = base; // the pid stays in the hover
+  inst.ranks.forEach((r, k) => drawRank(g, inst, r, b.x, b.y + 22 + k * RANK_ROW, b.w, colours));
+}
 
-    tip(row, `${r.key} (DP rank ${r.dp_rank}) on ${r.address}\nstate: ${r.state_label}${r.state_detail ? ` — ${r.state_detail}` : ""}`
-      + `\npid: ${r.pid ?? "—"}${r.started_revision ? ` (started from r${r.started_revision})` : ""}`
-      + `\nports: ${r.ports.join(", ")} · KV side channel ${windowText(r.kv_port_window)}`
-      + `\ndevices (ASCEND_RT_VISIBLE_DEVICES): ${r.devices.join(",")}\nhealth: ${r.health_url ?? "—"}`);
-  });
+// The frame of an instance that spans nodes: drawn under its node boxes, its name and span in the head.
+function drawFrame(svg, f) {
+  const { inst } = f;
+  const { colour, tint } = stateStyle(inst);
+  const g = el("g", { class: `topo-instance topo-frame role-${inst.role}`, "data-instance": inst.name,
+    "data-state": inst.state ?? "none", "data-nodes": inst.nodes.join(" ") }, svg);
+  el("rect", { x: f.x - 4, y: f.y, width: f.w + 8, height: f.h, rx: 10, fill: tint, stroke: colour, "stroke-width": 2.5,
+    "stroke-dasharray": inst.state ? null : "6 4", class: "frame-box" }, g);
+  const name = text(g, f.x + 6, f.y + 16, inst.name, { class: "inst-name frame-name" });
+  const sub = text(g, f.x + 14 + name.getComputedTextLength(), f.y + 16,
+    `${inst.role} · ${inst.span_label} (${inst.dp_style}, ${inst.dp_local}/node) · KV ${windowText(inst.kv_port_window)}`,
+    { class: "inst-sub" });
+  const state = text(g, f.x + f.w - 4, f.y + 16, inst.state_label, { class: "state-label", fill: colour, "text-anchor": "end" });
+  if (sub.getComputedTextLength() + name.getComputedTextLength() + state.getComputedTextLength() + 30 > f.w) {
+    sub.textContent = `${inst.role} · ${inst.span_label}`;
+  }
+  const processes = new Set(inst.ranks.map((r) => r.key)).size;
+  tip(g, `${inst.name} (${inst.role}): ${inst.span_label}, ${inst.dp_style} DP, ${inst.dp_local} ranks per node, `
+    + `${processes} processes\nnodes: ${inst.nodes.join(", ")} (DP master ${inst.node})\nstate: ${inst.state_label}`);
+}
+
+// The part of a spanning instance on one node: its ranks (a row each while few), headless dashed.
+function drawSlice(parent, b, colours) {
+  const { inst, slice } = b;
+  const { colour, tint } = stateStyle(slice);
+  const g = el("g", { class: `topo-slice role-${inst.role}${slice.headless ? " headless" : ""}`, "data-instance": inst.name,
+    "data-node": slice.node, "data-state": slice.state ?? "none", "data-headless": slice.headless ? "1" : "0" }, parent);
+  el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 6, fill: tint, stroke: colour, "stroke-width": 1.6,
+    "stroke-dasharray": slice.headless || !slice.state ? "4 3" : null }, g);
+  const [lo, hi] = slice.ranks;
+  const head = `${inst.name} · dp${lo === hi ? lo : `${lo}-${hi}`} · ${slice.processes} process${slice.processes > 1 ? "es" : ""}`;
+  const name = text(g, b.x + 8, b.y + 14, head, { class: "slice-name" });
+  const state = text(g, b.x + b.w - 8, b.y + 14, slice.state_label, { class: "state-label", fill: colour, "text-anchor": "end" });
+  if (slice.headless) {
+    const tag = text(g, b.x + 16 + name.getComputedTextLength(), b.y + 14, "headless · no API server", { class: "headless-tag" });
+    const room = b.w - 32 - name.getComputedTextLength() - state.getComputedTextLength();
+    if (tag.getComputedTextLength() > room) tag.textContent = "headless";
+    tip(tag, "an internal-DP secondary (--headless): its ranks answer through the DP master's API server");
+  }
+  const ranks = inst.ranks.filter((r) => rankNode(inst, r) === slice.node);
+  if (ranks.length <= MAX_RANK_ROWS) {
+    ranks.forEach((r, k) => drawRank(g, inst, r, b.x, b.y + SLICE_HEAD + k * RANK_ROW, b.w, colours));
+    return;
+  }
+  // Many ranks: one row for all of them, every process in the hover.
+  const y = b.y + SLICE_HEAD;
+  const row = el("g", { class: "rank rank-summary", "data-keys": slice.keys.join(" ") }, g);
+  const first = colours.get(`${inst.name}/${lo}`), last = colours.get(`${inst.name}/${hi}`);
+  el("rect", { x: b.x + 8, y: y + 2, width: 6, height: 12, rx: 1, fill: first ? first.fill : "#ddd" }, row);
+  el("rect", { x: b.x + 14, y: y + 2, width: 6, height: 12, rx: 1, fill: last ? last.fill : "#ddd" }, row);
+  el("circle", { cx: b.x + b.w - 12, cy: y + 8, r: 4.5, fill: colour }, row);
+  const ports = slice.headless ? "headless" : slice.api_ports.length ? `:${ranges(slice.api_ports)}` : "—";
+  text(row, b.x + 26, y + 12, `${ports}  dies ${ranges(slice.devices)}  kv ${windowText(slice.kv_port_window)}`, { class: "rank-text" });
+  const states = ranks.map((r) => `${r.key} dp${r.dp_rank} :${r.api_port ?? "—"} dies ${ranges(r.devices)} · ${r.state_label}`
+    + `${r.pid ? ` · pid ${r.pid}` : ""}`);
+  tip(row, `${inst.name} on ${slice.node}: ${ranks.length} ranks\n${states.join("\n")}`);
 }
 
 function drawService(parent, s, b, label) {
@@ -259,20 +402,23 @@ function drawService(parent, s, b, label) {
     + `\npid: ${s.pid ?? "—"} · ports ${s.ports.join(", ")}\nhealth: ${s.health_url ?? "—"}`);
 }
 
+const POOL_LABEL = { mooncake: "KV pool · mooncake_master", memcache: "KV pool · MemCache MetaService" };
+
 function drawBand(svg, lay, snapshot) {
   const { band, boxes } = lay;
   if (band.stores) {
-    const g = el("g", { class: "topo-store" }, svg);
+    const g = el("g", { class: "topo-store", "data-id": "group:store" }, svg);
     const b = band.stores;
     el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 8, class: "group-box" }, g);
     const stores = snapshot.services.filter((s) => s.role === "store");
-    text(g, b.x + 10, b.y + 66, `AscendStore · memcache · ${stores.length} server${stores.length > 1 ? "s" : ""} · async KV backup from Prefill`,
+    text(g, b.x + 10, b.y + 66, `KV pool · MemCache played by ${stores.length} memcached server${stores.length > 1 ? "s" : ""} (simulated)`,
       { class: "group-title" });
     for (const s of stores) drawService(g, s, boxes.get(s.id), s.key);
   }
   if (band.pool) {
     const s = band.pool.service;
-    drawService(svg, s, band.pool, "KV pool · mooncake_master");
+    const label = POOL_LABEL[s.backend] ?? "KV pool";
+    drawService(svg, s, band.pool, snapshot.profile === "sim" && s.backend === "memcache" ? "KV pool · MemCache (memcached)" : label);
   }
 }
 
@@ -320,7 +466,11 @@ function drawEdges(svg, lay, snapshot) {
     outs.get(e.source).push(e);
     ins.get(e.target).push(e);
   }
-  const spread = (b, k, n) => b.y + 26 + ((b.h - 34 - (liveRows ? LIVE_ROW : 0)) * (k + 0.5)) / n;
+  const spread = (b, k, n) => {
+    const top = b.frame ? b.y + frameHead(b.inst) : b.y + 26;
+    const bottom = b.y + b.h - 8 - (b.frame || !b.inst ? 0 : liveHeight(b.inst));
+    return top + ((bottom - top) * (k + 0.5)) / n;
+  };
   for (const e of kv) {
     const a = boxes.get(e.source), b = boxes.get(e.target);
     if (!a || !b) continue;
@@ -342,21 +492,25 @@ function drawEdges(svg, lay, snapshot) {
   const laneOf = (source, kind) => {
     const b = boxes.get(source);
     const isDecode = b && b.inst && b.inst.role === "decode";
-    if (isDecode) return { x: COLUMNS.decode.x + COLUMNS.decode.w + 18, from: b.x + b.w };
-    return { x: COLUMNS.prefill.x - (kind === "kv_pool" ? 34 : 18), from: b ? b.x : 0 };
+    const pad = b && b.frame ? 4 : 0; // a frame is drawn 4 px wider on each side than its column
+    if (isDecode) return { x: COLUMNS.decode.x + COLUMNS.decode.w + 18, from: b.x + b.w + pad };
+    return { x: COLUMNS.prefill.x - (kind === "kv_pool" ? 34 : 18), from: b ? b.x - pad : 0 };
   };
   const busY = { kv_backup: band.top - 14, kv_pool: band.top - 30 };
   for (const e of edges.filter((e) => e.kind === "kv_backup" || e.kind === "kv_pool")) {
     const a = boxes.get(e.source), b = boxes.get(e.target);
     if (!a || !b) continue;
     const lane = laneOf(e.source, e.kind);
-    const y1 = a.y + a.h - (e.kind === "kv_pool" ? 8 : 16);
+    const y1 = poolRowY(a) !== null ? poolRowY(a) + 8 : a.y + a.h - (e.kind === "kv_pool" ? 8 : 16);
     const tx = e.kind === "kv_pool" ? b.x + b.w / 2 : b.x + b.w / 2;
     const d = `M${lane.from},${y1} L${lane.x},${y1} L${lane.x},${busY[e.kind]} L${tx},${busY[e.kind]} L${tx},${b.y - 2}`;
     path(layer, d, e.kind === "kv_pool" ? "pool" : "backup", e, { "marker-end": "url(#arrow-pool)" });
   }
-  if (band.stores) label(labels, band.stores.x + band.stores.w - 6, busY.kv_backup - 4, "async backup (P → store)", "end", "edge-label pool");
-  if (band.pool) label(labels, band.pool.x + band.pool.w / 2 + 8, busY.kv_pool - 4, "P/D ↔ KV pool (Mooncake)", "start", "edge-label pool");
+  const poolName = band.pool ? (band.pool.service.backend === "memcache" ? "MemCache" : "Mooncake") : "MemCache";
+  if (band.pool || band.stores) {
+    const target = band.pool ?? band.stores;
+    label(labels, target.x + target.w / 2 + 8, busY.kv_pool - 4, `P/D ↔ KV pool (${poolName})`, "start", "edge-label pool");
+  }
   svg.appendChild(labels);
 }
 
@@ -367,6 +521,7 @@ function draw(snapshot) {
   svgNow = null;
   if (!snapshot.nodes.length) return;
   liveRows = Boolean(snapshot.live);
+  poolOf = new Map(snapshot.edges.filter((e) => e.kind === "kv_pool").map((e) => [e.source, e.mode ?? ""]));
   const lay = layout(snapshot);
   boxesNow = lay.boxes;
   const colours = rankColours(snapshot);
@@ -380,6 +535,7 @@ function draw(snapshot) {
   text(cg, c.x + c.w / 2, c.y + 19, "client", { class: "inst-name", "text-anchor": "middle" });
   text(cg, c.x + c.w / 2, c.y + 35, snapshot.client && snapshot.client.node ? `${snapshot.client.node} ${snapshot.client.address ?? ""}` : "AISBench / users",
     { class: "inst-sub", "text-anchor": "middle" });
+  for (const f of lay.frames) drawFrame(svg, f);
   for (const box of lay.placed) drawNode(svg, box, snapshot, colours);
   for (const box of lay.placed) {
     if (box.hosted.proxy) {
@@ -464,6 +620,82 @@ function sparkline(parent, x, y, series, label) {
   return g;
 }
 
+const pct = (v) => (v === null || v === undefined ? "—" : `${Math.round(v * 100)}%`);
+const sumOf = (vals) => {
+  const known = vals.filter((v) => v !== null && v !== undefined);
+  return known.length ? known.reduce((a, b) => a + b, 0) : null;
+};
+
+function finishText(success, rates) {
+  const reasons = Object.keys(success ?? {}).sort();
+  if (!reasons.length) return "—";
+  return reasons.map((r) => `${r} ${num(success[r])}${rates && rates[r] !== undefined ? ` (${fmtRate(rates[r], "/s")})` : ""}`).join(", ");
+}
+
+function liveRowY(b) {
+  return b.frame ? b.y + FRAME_HEAD : b.y + b.h - liveHeight(b.inst) - 2;
+}
+
+function poolRowY(b) {
+  if (!b.inst || !liveRows || !poolOf.has(b.inst.id)) return null;
+  return liveRowY(b) + LIVE_ROW;
+}
+
+// The instance's row for the KV pool, where its edge to the pool starts: the KV connector's hit rate and the
+// tokens it found there (vLLM's external_prefix_cache_*), and simcluster's blocks found / put per second.
+function drawPoolRow(layer, b, v, live) {
+  const y = poolRowY(b);
+  const g = el("g", { class: "live-pool", "data-instance": b.inst.name }, layer);
+  const parts = [];
+  let tipText = `${b.inst.name} and the KV pool`;
+  if (v && (v.status === "ok" || v.status === "partial")) {
+    const rate = v.pool_hit_rate ?? v.pool_hit_rate_total;
+    if (rate !== null && rate !== undefined) {
+      parts.push(`${pct(rate)} hit${v.pool_hit_rate === null || v.pool_hit_rate === undefined ? " (since start)" : ""}`);
+    }
+    if (v.pool_hit_tok_s) parts.push(fmtRate(v.pool_hit_tok_s, "tok/s"));
+    const tiers = Object.values(v.store_blocks ?? {});
+    const load = sumOf(tiers.map((t) => t.load_s)), put = sumOf(tiers.map((t) => t.backup_s));
+    if (load !== null || put !== null) parts.push(`${fmtRate(load, "in")} / ${fmtRate(put, "put blk/s")}`);
+    tipText += `\nKV connector lookups: ${pct(v.pool_hit_rate)} hit in the window, ${pct(v.pool_hit_rate_total)} since start, `
+      + `${fmtRate(v.pool_hit_tok_s, "tok/s")} found`
+      + Object.entries(v.store_blocks ?? {}).map(([tier, t]) => `\n${tier}: ${num(t.load)} blocks found (${fmtRate(t.load_s, "/s")}), `
+        + `${num(t.backup)} put (${fmtRate(t.backup_s, "/s")})`).join("");
+  }
+  const mode = poolOf.get(b.inst.id);
+  const read = v && (v.status === "ok" || v.status === "partial");
+  const idle = mode === "holds pool memory" ? "pool: only lends it memory (no load, no put)"
+    : read ? "pool: no figures (the engines export none)" : "pool: —";
+  const str = parts.length ? `pool: ${parts.join(" · ")}` : idle;
+  if (mode) tipText += `\n(${b.inst.role}: ${mode})`;
+  const line = text(g, b.x + 8, y + 11, str, { class: `live-text live-pool-text${parts.length ? "" : " muted"}` });
+  while (line.getComputedTextLength() > b.w - 16 && parts.length > 1) {
+    parts.pop();
+    line.textContent = `pool: ${parts.join(" · ")}`;
+  }
+  tip(g, tipText);
+}
+
+// Under the pool's box: keys and capacity used, and the hit rate of the master's lookups with gets/puts per second.
+function drawPoolService(layer, b, v, live) {
+  const g = el("g", { class: "live-pool-service", "data-key": b.service.key }, layer);
+  const cls = `edge-label live-service${v.status !== "ok" ? " bad" : ""}`;
+  if (v.status !== "ok") {
+    label(g, b.x + 4, b.y + b.h + 15, `metrics ${v.status}: ${v.reason}`.slice(0, 70), "start", cls);
+    tip(g, v.reason);
+    return;
+  }
+  const gb = (x) => fmtBytes(x).replace("/s", "");
+  label(g, b.x + 4, b.y + b.h + 15, `${num(v.key_count)} keys · ${gb(v.allocated_bytes)} of ${gb(v.total_bytes)} used`
+    + `${v.used !== null && v.used !== undefined ? ` (${pct(v.used)})` : ""} · ${num(v.active_clients)} clients`, "start", cls);
+  const hit = v.hit_rate ?? v.hit_rate_total;
+  const second = v.note ? v.note
+    : `hits ${pct(hit)}${v.hit_rate === null || v.hit_rate === undefined ? " since start" : ""} · ${fmtRate(v.get_s, "gets/s")} · ${fmtRate(v.put_s, "puts/s")}`;
+  label(g, b.x + 4, b.y + b.h + 30, second, "start", `${cls} live-pool-hits`);
+  tip(g, `${b.service.key}: ${num(v.key_count)} keys, ${num(v.gets)} lookups of which ${num(v.hits)} found, ${num(v.puts)} puts `
+    + `since it started; ${num(v.evicted_keys)} keys evicted`);
+}
+
 function drawLive(live) {
   if (!svgNow) return;
   remember(live);
@@ -479,7 +711,8 @@ function drawLive(live) {
   for (const [id, b] of boxesNow) {
     if (!b.inst) continue;
     const v = live.instances[b.inst.name];
-    const y = b.y + b.h - LIVE_ROW - 2;
+    const y = liveRowY(b);
+    if (poolRowY(b) !== null) drawPoolRow(layer, b, v, live);
     const g = el("g", { class: "live-instance", "data-instance": b.inst.name }, layer);
     if (!v) {
       text(g, b.x + 8, y + 13, "no live data (not scraped)", { class: "live-text muted" });
@@ -501,6 +734,9 @@ function drawLive(live) {
       role === "prefill" ? `${fmtRate(v.prompt_tok_s, "tok/s")} in` : `${fmtRate(v.gen_tok_s, "tok/s")} out`,
       `TTFT ${fmtMs(v.ttft_s)}`];
     if (role === "decode") parts.push(`ITL ${fmtMs(v.itl_s)}`);
+    const prefix = v.prefix_hit_rate ?? v.prefix_hit_rate_total;
+    if (prefix !== null && prefix !== undefined) parts.push(`prefix ${pct(prefix)}`);
+    if (v.preempt_s) parts.push(`preempt ${fmtRate(v.preempt_s, "/s")}`);
     if (v.status === "partial") parts.unshift(`${v.reachable}/${v.processes} read`);
     const field = SPARK_FIELD[role];
     const spark = field && sparkline(g, b.x + b.w - SPARK_W - 8, y + 2, sparkSeries(live, b.inst.name, field),
@@ -515,21 +751,43 @@ function drawLive(live) {
       + `KV cache usage ${v.kv_usage === null ? "—" : `${(usage * 100).toFixed(1)}%`} (fullest rank)\n`
       + `running ${num(v.running)} · waiting ${num(v.waiting)}\nprompt ${fmtRate(v.prompt_tok_s, "tok/s")} · generation ${fmtRate(v.gen_tok_s, "tok/s")}`
       + `\nTTFT ${fmtMs(v.ttft_s)} · ITL ${fmtMs(v.itl_s)} (means over the last ${live.interval_s ? Math.round(live.interval_s) : "—"} s)`
+      + `\nprefix cache hits ${pct(v.prefix_hit_rate)} in the window, ${pct(v.prefix_hit_rate_total)} since start`
+      + `\npreemptions ${num(v.preemptions)}${v.preempt_s !== null && v.preempt_s !== undefined ? ` (${fmtRate(v.preempt_s, "/s")})` : ""}`
+      + `\nfinished: ${finishText(v.success, v.success_s)}`
       + `${v.reason ? `\n${v.reason}` : ""}`);
   }
   // The proxy's client rate under the client arrow; the pool's fill under its box.
   for (const [key, v] of Object.entries(live.services)) {
     const b = boxesNow.get(`proc:${key}`);
     if (!b || !b.service) continue;
+    if (b.service.role === "kv_pool") {
+      drawPoolService(layer, b, v, live);
+      continue;
+    }
     let str;
     if (v.status !== "ok") str = `metrics ${v.status}: ${v.reason}`.slice(0, 60);
     else if (b.service.role === "proxy") str = `${fmtRate(v.req_s, "req/s")} · TTFT ${fmtMs(v.ttft_s)}`;
-    else if (b.service.role === "kv_pool") {
-      str = `${num(v.key_count)} keys · ${fmtBytes(v.allocated_bytes).replace("/s", "")} of ${fmtBytes(v.total_bytes).replace("/s", "")} allocated`;
-    } else continue;
+    else continue;
     const at = b.service.role === "proxy" ? { x: boxesNow.get("client").x + boxesNow.get("client").w / 2 + 8, y: b.nodeBox.y - 12 }
       : { x: b.x + 4, y: b.y + b.h + 15 };
     label(layer, at.x, at.y, str, "start", `edge-label live-service${v.status !== "ok" ? " bad" : ""}`);
+  }
+  // A pool nobody scrapes (MemCache's MetaService, the simulated memcached ring): what the engines say they found
+  // and put there.
+  const unread = [...boxesNow.entries()].filter(([id, b]) => id === "group:store"
+    || (b.service?.role === "kv_pool" && b.service.backend === "memcache" && !live.services[b.service.key]));
+  for (const [id, b] of unread) {
+    if (!live.pool) break;
+    const t = Object.values(live.pool.tiers ?? {});
+    const load = sumOf(t.map((x) => x.load_s)), put = sumOf(t.map((x) => x.backup_s));
+    const g = el("g", { class: "live-pool-service", "data-id": id }, layer);
+    const hit = live.pool.hit_tok_s;
+    const parts = [];
+    if (load !== null || put !== null) parts.push(`${fmtRate(load, "blocks/s")} found · ${fmtRate(put, "blocks/s")} put`);
+    if (hit !== null && hit !== undefined) parts.push(`${fmtRate(hit, "tok/s")} hit`);
+    label(g, b.x + 4, b.y + b.h + 15, parts.length ? `engines: ${parts.join(" · ")}` : "not read (no metrics format known); "
+      + "the engines export no pool figures", "start", `edge-label live-service${parts.length ? "" : " muted"}`);
+    tip(g, "the pool's own metrics are not read here; these are the engines' counters summed over instances");
   }
   // KV hand-over edges: thickness from KV bytes/s relative to the busiest edge, a label where there is traffic.
   const flows = [...kvGeometry.keys()].map((id) => live.edges[id]?.kv_bytes_s ?? 0);

@@ -1,5 +1,6 @@
 """The topology picture in a real browser: the reference deployment (built in the database, nothing deployed) is
-drawn as node boxes with 16 die cells per A3 node and the P->D edges, and it is redrawn while a job runs."""
+drawn as node boxes with 16 die cells per A3 node and the P->D edges, and it is redrawn while a job runs; the MindIE
+seed layout (instances over 2 and 8 nodes) is drawn as frames around their node boxes, with the pool's hits."""
 
 from pathlib import Path
 
@@ -32,8 +33,7 @@ def reference_deployment():
                                    yaml_text=(EXAMPLES / "reference-topology-fixed.yaml").read_text())
     states = {"p0-dp0": "running", "p1-dp0": "running", "d0-dp0": "running", "d0-dp1": "running",
               "d0-dp2": "running", "d0-dp3": "running", "d1-dp0": "running", "d1-dp1": "failed",
-              "d1-dp2": "running", "d1-dp3": "running", "proxy": "running", "kv-pool": "running",
-              "store-0": "running", "store-1": "running", "store-2": "unknown"}
+              "d1-dp2": "running", "d1-dp3": "running", "proxy": "running", "kv-pool": "unknown"}
     for pid, (key, state) in enumerate(states.items(), start=31000):
         Process.objects.create(deployment=deployment, revision=deployment.active_revision, node_name="x",
                                role="store", key=key, address="127.0.10.1", command="x", fingerprint="x",
@@ -70,7 +70,8 @@ def test_the_detail_page_draws_the_reference_topology(live_stack, browser, refer
         "els => els.map(e => e.dataset.source + '>' + e.dataset.target).sort()")
     assert kv == ["inst:p0>inst:d0", "inst:p0>inst:d1", "inst:p1>inst:d0", "inst:p1>inst:d1"]
     expect(page.locator("#topology .topo-instance[data-instance=d1]")).to_have_attribute("data-state", "failed")
-    expect(page.locator("#topology .topo-service[data-key=store-2]")).to_have_attribute("data-state", "unknown")
+    expect(page.locator("#topology .topo-service[data-key=kv-pool]")).to_have_attribute("data-state", "unknown")
+    expect(page.locator("#topology .topo-frame")).to_have_count(0)  # no instance spans nodes here
     assert "pid: 31004" in page.locator("#topology .rank[data-key=d0-dp2] title").text_content()
     assert page.locator("#topology svg").bounding_box()["width"] <= 1400
     page.locator("#topology").screenshot(path=str(tmp_path / "topology.png"))
@@ -138,6 +139,119 @@ def test_instances_show_a_sparkline_of_their_token_rate(live_stack, browser, ref
         # d1 has no live data at all: no line drawn for it
         expect(page.locator("#topology .live-instance[data-instance=d1] .sparkline")).to_have_count(0)
         page.locator("#topology").screenshot(path=str(tmp_path / "topology-sparklines.png"))
+        assert errors == []
+    finally:
+        web_cache.delete_many([live_key(pk), history_key(pk)])
+
+
+@pytest.fixture
+def mindie_deployment(credential):
+    from django.contrib.auth import get_user_model
+
+    from apps.accounts.roles import Role, set_role
+    from apps.deployments.models import Process
+    from apps.deployments.services import deployment_create
+    from apps.inventory.models import Cluster
+    from tests.telemetry.mindie_layout import create_nodes, mindie_yaml
+
+    viewer = get_user_model().objects.create_user("watcher", password="e2e-password-123")
+    set_role(viewer, Role.VIEWER)
+    cluster = Cluster.objects.create(name="ascend-article", description="MindIE seed layout")
+    create_nodes(cluster, credential, npus=True)
+    deployment = deployment_create(name="mindie", cluster=cluster, user=None, yaml_text=mindie_yaml())
+    states = {"kv-pool": "running", "proxy": "running", "p3-n1": "failed", "d0-dp37": "unknown",
+              **{f"p{i}-dp{r}": "running" for i in (0, 1) for r in range(4)}, "p2": "running", "p2-n1": "running",
+              "p3": "running", **{f"d0-dp{r}": "running" for r in range(64) if r != 37}}
+    for pid, (key, state) in enumerate(states.items(), start=41000):
+        Process.objects.create(deployment=deployment, revision=deployment.active_revision, node_name="x",
+                               role="store", key=key, address="127.0.12.1", command="x", fingerprint="x",
+                               log_path="/l", pid_file="/p", state=state, pid=pid)
+    return deployment
+
+
+def test_the_mindie_layout_draws_instances_over_their_nodes_with_the_pool_hits(live_stack, browser, mindie_deployment):
+    """4 Prefill instances of 2 servers and 1 Decode of 8 (the Ascend article's MindIE layout), live: each instance a
+    frame around its node boxes, headless secondaries marked, the pool's hits under its box and on every instance."""
+    import time
+
+    from django.conf import settings
+    from django.core.cache.backends.redis import RedisCache
+    from playwright.sync_api import expect
+
+    from apps.telemetry.live import history_point
+    from apps.telemetry.selectors import history_key, live_key
+    from tests.e2e.conftest import E2E_REDIS
+    from tests.telemetry.mindie_layout import D_NODES, P_NODES, live_rounds
+
+    web_cache = RedisCache(E2E_REDIS, {"KEY_PREFIX": settings.PDCP_NAMESPACE})
+    rounds = live_rounds(time.time())
+    pk = mindie_deployment.pk
+    web_cache.set_many({live_key(pk): rounds[-1], history_key(pk): [history_point(r) for r in rounds]}, timeout=60)
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{live_stack}/login/")
+        page.fill("input[name=username]", "watcher")
+        page.fill("input[name=password]", "e2e-password-123")
+        page.click("button[type=submit]")
+        page.goto(f"{live_stack}/deployments/{pk}/")
+
+        frames = page.locator("#topology .topo-frame")
+        expect(frames).to_have_count(5, timeout=15000)
+        assert frames.evaluate_all("els => els.map(e => e.dataset.instance)") == ["p0", "p1", "p2", "p3", "d0"]
+        assert page.locator("#topology .topo-frame[data-instance=d0]").get_attribute("data-nodes") == " ".join(D_NODES)
+
+        # Every node box lies inside the frame of the instance that spans it, and no two frames overlap.
+        geometry = page.evaluate("""() => {
+            const box = (el) => { const b = el.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; };
+            const out = {frames: {}, nodes: {}};
+            for (const f of document.querySelectorAll('#topology .topo-frame')) out.frames[f.dataset.instance] =
+                box(f.querySelector('rect.frame-box'));
+            for (const n of document.querySelectorAll('#topology .topo-node')) out.nodes[n.dataset.node] =
+                box(n.querySelector('rect.node-box'));
+            return out;
+        }""")
+        spans = {f"p{i}": P_NODES[2 * i:2 * i + 2] for i in range(4)} | {"d0": D_NODES}
+        for inst, names in spans.items():
+            fx1, fy1, fx2, fy2 = geometry["frames"][inst]
+            for name in names:
+                x1, y1, x2, y2 = geometry["nodes"][name]
+                assert fx1 <= x1 and fy1 <= y1 and x2 <= fx2 and y2 <= fy2, (inst, name)
+        tops = sorted(geometry["frames"][f"p{i}"][1:4:2] for i in range(4))
+        assert all(a[1] <= b[0] for a, b in zip(tops, tops[1:], strict=False))
+
+        # 16 dies per node, each used by its rank; d-srv1 holds d0's ranks 8-15 on two dies each.
+        expect(page.locator("#topology .topo-node[data-node=d-srv1] .die")).to_have_count(16)
+        used = page.locator("#topology .topo-node[data-node=d-srv1] .die").evaluate_all(
+            "els => els.map(e => e.dataset.usedBy)")
+        assert used == [f"d0/dp{r}" for r in range(8, 16) for _ in range(2)]
+        # A slice per node; d0's eight ranks per node in one summary row; internal DP's second node headless.
+        expect(page.locator("#topology .topo-slice")).to_have_count(16)
+        assert "d0-dp37" in page.locator("#topology .topo-slice[data-node=d-srv4] .rank-summary").get_attribute("data-keys")
+        expect(page.locator("#topology .topo-slice[data-node=d-srv4]")).to_have_attribute("data-state", "unknown")
+        headless = page.locator("#topology .topo-slice[data-headless='1']")
+        assert headless.evaluate_all("els => els.map(e => e.dataset.node)") == ["p-srv5", "p-srv7"]
+        expect(page.locator("#topology .topo-slice[data-node=p-srv7]")).to_have_attribute("data-state", "failed")
+        expect(page.locator("#topology .topo-frame[data-instance=p3]")).to_have_attribute("data-state", "failed")
+        assert "headless" in page.locator("#topology .rank[data-key=p2-n1]").first.text_content()
+
+        # The pool: one edge from every instance; its hits under its box and on each instance's pool row.
+        pool_edges = page.locator("#topology .edge[data-kind=kv_pool]").evaluate_all(
+            "els => els.map(e => e.dataset.source).sort()")
+        assert pool_edges == ["inst:d0", "inst:p0", "inst:p1", "inst:p2", "inst:p3"]
+        service = page.locator("#topology .live-pool-service[data-key=kv-pool]")
+        expect(service).to_contain_text("49000 keys")
+        expect(service).to_contain_text("hits 78%")
+        expect(service).to_contain_text("puts/s")
+        expect(page.locator("#topology .live-pool[data-instance=p1]")).to_contain_text("55% hit · 3.1k tok/s")
+        expect(page.locator("#topology .live-pool[data-instance=p1]")).to_contain_text("120 in / 60 put blk/s")
+        expect(page.locator("#topology .live-pool[data-instance=d0]")).to_contain_text("only lends it memory")
+        expect(page.locator("#topology .live-instance[data-instance=d0]")).to_contain_text("run 120")
+
+        assert page.locator("#topology svg").bounding_box()["width"] <= 1400
+        page.locator("#topology").screenshot(path="/tmp/topology-mindie.png")
+        page.screenshot(path="/tmp/topology-mindie-top.png")
         assert errors == []
     finally:
         web_cache.delete_many([live_key(pk), history_key(pk)])

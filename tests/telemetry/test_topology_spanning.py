@@ -3,43 +3,18 @@
 process per global rank on its node; internal DP one process per node, the secondaries headless."""
 
 import pytest
+from mindie_layout import D_NODES, P_NODES, create_nodes, mindie_yaml
 
 from apps.deployments.models import Process
-from apps.inventory.models import Node
 from apps.telemetry.topology_snapshot import topology_snapshot
 
 pytestmark = pytest.mark.django_db
-
-P_NODES = [f"p-srv{i}" for i in range(8)]
-D_NODES = [f"d-srv{i}" for i in range(8)]
-
-
-def mindie_yaml() -> str:
-    """p0, p1: TP8 x DP4 external over 2 servers; p2, p3: TP8 x DP4 internal (the second server headless);
-    d0: TP2 x DP64 external over 8 servers. A Mooncake pool and the proxy on their own node."""
-    lines = ["launch_profile: vllm-ascend", "run_dir: /var/lib/pdcp/mindie", "model:", "  path: /models/m",
-             "  served_name: m",
-             "  profile: {layers: 61, kv_heads: 1, head_dim: 576, dtype: bfloat16, attention_heads: 128}",
-             "instances:"]
-    for i in range(4):
-        style = "external" if i < 2 else "internal"
-        lines.append(f"  - {{name: p{i}, role: prefill, nodes: [{P_NODES[2 * i]}, {P_NODES[2 * i + 1]}], tp: 8, "
-                     f"dp: 4, dp_style: {style}, dp_rpc_port: 13356, api_port: 7100, kv_port: 36000}}")
-    lines.append(f"  - {{name: d0, role: decode, nodes: [{', '.join(D_NODES)}], tp: 2, dp: 64, dp_style: external, "
-                 "dp_rpc_port: 13356, api_port: 7100, kv_port: 36200}")
-    lines += ["kv_pool: {backend: mooncake, node: svc, rpc_port: 50088, metrics_port: 9003}",
-              "proxy: {node: svc, port: 1999}", "bench_client: {node: svc}"]
-    return "\n".join(lines) + "\n"
-
 
 @pytest.fixture
 def mindie(cluster, credential, make_user):
     from apps.deployments.services import deployment_create
 
-    for i, name in enumerate(P_NODES + D_NODES):
-        Node.objects.create(cluster=cluster, name=name, address=f"127.0.12.{i + 1}", credential=credential,
-                            npu_count=16, hardware_model="Atlas 800I A3")
-    Node.objects.create(cluster=cluster, name="svc", address="127.0.12.100", credential=credential, npu_count=0)
+    create_nodes(cluster, credential)
     return deployment_create(name="mindie", cluster=cluster, user=make_user("operator", "owner"),
                              yaml_text=mindie_yaml())
 
@@ -113,3 +88,16 @@ def test_a_headless_process_row_shows_its_state_on_its_own_node(mindie):
     assert p2["state"] == "failed"
     second = _by(p2["slices"], "node", "p-srv5")
     assert second["state"] == "failed" and _by(p2["slices"], "node", "p-srv4")["state"] is None
+
+
+def test_the_live_rounds_of_the_layout_carry_pool_hits():
+    """The rounds the browser test draws (mindie_layout.live_rounds) are live_state's own, with pool figures."""
+    from mindie_layout import live_rounds
+
+    state = live_rounds(1000.0)[-1]
+    p1 = state["instances"]["p1"]
+    assert p1["pool_hit_rate"] == pytest.approx((14000 + 1400) / 28000) and p1["pool_hit_tok_s"] > 0
+    assert p1["store_blocks"]["mooncake"]["load_s"] == pytest.approx(600 / 5)
+    pool = state["services"]["kv-pool"]
+    assert pool["hit_rate"] == pytest.approx(3100 / 4000) and pool["put_s"] == pytest.approx(300.0)
+    assert state["pool"]["master"] == "kv-pool"
