@@ -142,15 +142,19 @@ def _instance(rows: list[tuple[TargetReading, dict]], dt: float | None) -> dict:
 
     usages = [v["kv_usage"] for v, _ in ok if v.get("kv_usage") is not None]
     prefix_window, prefix_total = hit_rates("prefix_hits", "prefix_queries")
-    pool_window, pool_total = hit_rates("external_hits", "external_queries")
+    # vLLM's external_prefix_cache_*: tokens the KV connectors were asked for / supplied. On a Prefill that is the
+    # pool (its P2P connector supplies nothing); on a Decode mostly the KV pulled from Prefill, plus the pool's
+    # loads when kv_pool.consumer_is_to_load.
+    connector_window, connector_total = hit_rates("external_hits", "external_queries")
     return {
-        "status": status, "reason": reason, "processes": len(rows), "reachable": len(ok),
+        "status": status, "reason": reason, "role": rows[0][0].role, "processes": len(rows), "reachable": len(ok),
         "running": total("running"), "waiting": total("waiting"),
         "kv_usage": max(usages) if usages else None,  # the fullest rank: that is the one that will stall
         "prompt_tok_s": rate_sum("prompt_tokens"), "gen_tok_s": rate_sum("generation_tokens"),
         "ttft_s": mean("ttft") if dt else None, "itl_s": mean("itl") if dt else None,
         "prefix_hit_rate": prefix_window, "prefix_hit_rate_total": prefix_total,
-        "pool_hit_rate": pool_window, "pool_hit_rate_total": pool_total, "pool_hit_tok_s": rate_sum("external_hits"),
+        "connector_hit_rate": connector_window, "connector_hit_rate_total": connector_total,
+        "connector_hit_tok_s": rate_sum("external_hits"),
         "preemptions": total("preemptions"), "preempt_s": rate_sum("preemptions"),
         **_labelled_counters(ok, dt),
     }
@@ -200,8 +204,9 @@ def _pool_service(r: TargetReading, prev: dict, dt: float | None) -> dict:
 
 
 def _pool_summary(instances: dict[str, dict], master_key: str | None) -> dict:
-    """What the engines say of the pool, summed over instances: tokens/s the KV connector found there, simcluster's
-    blocks per tier (mooncake, ascendstore); `master`: the key of the master's entry in services, if scraped."""
+    """What the engines say of the pool, summed over instances: tokens/s the Prefills' KV connector found there
+    (a Decode's also count the KV pulled from Prefill, so they are left out), simcluster's blocks per tier
+    (the pool's backend); `master`: the key of the master's entry in services, if scraped."""
     def add(values):
         values = [x for x in values if x is not None]
         return sum(values) if values else None
@@ -214,7 +219,8 @@ def _pool_summary(instances: dict[str, dict], master_key: str | None) -> dict:
             t["backup"] += b["backup"]
             for k in ("load_s", "backup_s"):
                 t[k] = add([t[k], b[k]])
-    return {"hit_tok_s": add(i.get("pool_hit_tok_s") for i in instances.values()), "tiers": tiers,
+    return {"hit_tok_s": add(i.get("connector_hit_tok_s") for i in instances.values() if i.get("role") == "prefill"),
+            "tiers": tiers,
             "master": master_key}
 
 

@@ -649,16 +649,20 @@ function drawPoolRow(layer, b, v, live) {
   const parts = [];
   let tipText = `${b.inst.name} and the KV pool`;
   if (v && (v.status === "ok" || v.status === "partial")) {
-    const rate = v.pool_hit_rate ?? v.pool_hit_rate_total;
-    if (rate !== null && rate !== undefined) {
-      parts.push(`${pct(rate)} hit${v.pool_hit_rate === null || v.pool_hit_rate === undefined ? " (since start)" : ""}`);
+    // vLLM's external_prefix_cache_*: on a Prefill, the pool's lookups; on a Decode mostly the KV pulled from
+    // Prefill, so there only simcluster's pool blocks count.
+    const prefill = b.inst.role === "prefill";
+    const rate = v.connector_hit_rate ?? v.connector_hit_rate_total;
+    if (prefill && rate !== null && rate !== undefined) {
+      parts.push(`${pct(rate)} hit${v.connector_hit_rate === null || v.connector_hit_rate === undefined ? " (since start)" : ""}`);
     }
-    if (v.pool_hit_tok_s) parts.push(fmtRate(v.pool_hit_tok_s, "tok/s"));
+    if (prefill && v.connector_hit_tok_s) parts.push(fmtRate(v.connector_hit_tok_s, "tok/s"));
     const tiers = Object.values(v.store_blocks ?? {});
     const load = sumOf(tiers.map((t) => t.load_s)), put = sumOf(tiers.map((t) => t.backup_s));
     if (load !== null || put !== null) parts.push(`${fmtRate(load, "in")} / ${fmtRate(put, "put blk/s")}`);
-    tipText += `\nKV connector lookups: ${pct(v.pool_hit_rate)} hit in the window, ${pct(v.pool_hit_rate_total)} since start, `
-      + `${fmtRate(v.pool_hit_tok_s, "tok/s")} found`
+    tipText += `\nKV connector lookups${prefill ? " (the pool)" : " (KV pulled from Prefill, and pool loads if any)"}: `
+      + `${pct(v.connector_hit_rate)} hit in the window, ${pct(v.connector_hit_rate_total)} since start, `
+      + `${fmtRate(v.connector_hit_tok_s, "tok/s")} found`
       + Object.entries(v.store_blocks ?? {}).map(([tier, t]) => `\n${tier}: ${num(t.load)} blocks found (${fmtRate(t.load_s, "/s")}), `
         + `${num(t.backup)} put (${fmtRate(t.backup_s, "/s")})`).join("");
   }

@@ -149,8 +149,8 @@ def test_hit_rates_preemptions_and_finish_reasons_over_the_window_and_since_star
     # window: (1000 + 200) hits of (2000 + 1000) queries; since start: 1600 of 5000
     assert p0["prefix_hit_rate"] == pytest.approx(0.4) and p0["prefix_hit_rate_total"] == pytest.approx(0.32)
     # the connector's (pool) lookups: (500 + 200) of (1000 + 800) in the window, 800 of 3400 since start
-    assert p0["pool_hit_rate"] == pytest.approx(700 / 1800) and p0["pool_hit_rate_total"] == pytest.approx(800 / 3400)
-    assert p0["pool_hit_tok_s"] == pytest.approx(70.0)
+    assert p0["connector_hit_rate"] == pytest.approx(700 / 1800) and p0["connector_hit_rate_total"] == pytest.approx(800 / 3400)
+    assert p0["connector_hit_tok_s"] == pytest.approx(70.0)
     assert p0["preemptions"] == 3.0 and p0["preempt_s"] == pytest.approx(0.2)
     assert p0["success"] == {"stop": 20.0, "abort": 1.0, "length": 1.0}
     assert p0["success_s"] == {"stop": pytest.approx(1.0), "abort": pytest.approx(0.1), "length": 0.0}
@@ -174,7 +174,7 @@ def test_first_round_and_quiet_window_give_totals_but_no_window_rates():
     first = round_(100.0, engine(1000, 250), engine(0, 0), master(10, 5, 10))
     p0 = first["instances"]["p0"]
     assert p0["prefix_hit_rate"] is None and p0["prefix_hit_rate_total"] == 0.25 and p0["preempt_s"] is None
-    assert p0["pool_hit_rate"] is None and p0["pool_hit_rate_total"] is None  # no connector series at all
+    assert p0["connector_hit_rate"] is None and p0["connector_hit_rate_total"] is None  # no connector series at all
     assert first["services"]["kv-pool"]["hit_rate"] is None and first["services"]["kv-pool"]["hit_rate_total"] == 0.5
     quiet = round_(105.0, engine(1000, 250), engine(0, 0), master(10, 5, 10), previous=first)
     assert quiet["instances"]["p0"]["prefix_hit_rate"] is None  # nothing looked up in the window: no rate, not 0
@@ -213,3 +213,22 @@ def test_targets_skip_headless_engines_and_a_memcache_meta_service():
     assert [(t.key, t.metrics_url) for t in scrape_targets(running)] == [
         ("p0", "http://10.0.0.1:7100/metrics"), ("kv-pool", "http://10.0.0.1:8000/metrics")]
     assert [t.key for t in scrape_targets(running, pool_backend="memcache")] == ["p0"]
+
+
+def test_a_decodes_connector_hits_are_kv_from_prefill_not_pool_hits():
+    """On a Decode, vLLM's external_prefix_cache_* count what MooncakeConnectorV1 pulled from Prefill: they stay on
+    the instance, but the pool summary sums the Prefills' alone."""
+    targets = [TargetInfo("p0-dp0", "prefill", "p0", "10.0.0.1", 7100, "u"),
+               TargetInfo("d0-dp0", "decode", "d0", "10.0.0.3", 7100, "u")]
+
+    def readings(scale):
+        return [TargetReading("p0-dp0", "prefill", "u", values=engine(1000 * scale, 0, ext=(1000 * scale, 200 * scale))),
+                TargetReading("d0-dp0", "decode", "u", values=engine(0, 0, ext=(1000 * scale, 990 * scale)))]
+
+    first = live_state(deployment_id=1, at=100.0, targets=targets, readings=readings(1), kv_bytes_per_token=None,
+                       previous=None)
+    second = live_state(deployment_id=1, at=110.0, targets=targets, readings=readings(2), kv_bytes_per_token=None,
+                        previous=first)
+    assert (second["instances"]["p0"]["role"], second["instances"]["d0"]["role"]) == ("prefill", "decode")
+    assert second["instances"]["d0"]["connector_hit_tok_s"] == pytest.approx(99.0)
+    assert second["pool"]["hit_tok_s"] == pytest.approx(20.0)  # p0's alone

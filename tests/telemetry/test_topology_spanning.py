@@ -96,7 +96,7 @@ def test_the_live_rounds_of_the_layout_carry_pool_hits():
 
     state = live_rounds(1000.0)[-1]
     p1 = state["instances"]["p1"]
-    assert p1["pool_hit_rate"] == pytest.approx((14000 + 1400) / 28000) and p1["pool_hit_tok_s"] > 0
+    assert p1["connector_hit_rate"] == pytest.approx((14000 + 1400) / 28000) and p1["connector_hit_tok_s"] > 0
     assert p1["store_blocks"]["mooncake"]["load_s"] == pytest.approx(600 / 5)
     pool = state["services"]["kv-pool"]
     assert pool["hit_rate"] == pytest.approx(3100 / 4000) and pool["put_s"] == pytest.approx(300.0)
