@@ -14,23 +14,24 @@ PREFIX = "127.0.10"
 FIRST = 210  # node0 .210 ... bench .215; this suite's range is .200-.239 (docs/contracts.md §2)
 
 
-def sim_spec() -> dict:
+def sim_spec(first: int = FIRST) -> dict:
     from simcluster.spec import reference_spec
 
     spec = reference_spec(prefix=PREFIX)
     for i, node in enumerate(spec["nodes"]):
-        node["address"] = f"{PREFIX}.{FIRST + i}"
+        node["address"] = f"{PREFIX}.{first + i}"
     spec["services"] = {}  # the deployment starts its own store and pool
     return spec
 
 
-def start_cluster():
+def start_cluster(first: int = FIRST):
+    """A simulated reference cluster on 127.0.10.<first> ... <first + 5> (each test module its own range)."""
     from simcluster import cluster
 
     state_dir = Path(tempfile.mkdtemp(prefix="pdcp-deploy-sim-", dir="/tmp"))
     state_dir.chmod(0o755)
     try:
-        state = cluster.up(sim_spec(), state_dir)
+        state = cluster.up(sim_spec(first), state_dir)
     except BaseException:
         cluster.down(state_dir)
         shutil.rmtree(state_dir, ignore_errors=True)
