@@ -155,6 +155,9 @@ def _instance(rows: list[tuple[TargetReading, dict]], dt: float | None) -> dict:
         "prefix_hit_rate": prefix_window, "prefix_hit_rate_total": prefix_total,
         "connector_hit_rate": connector_window, "connector_hit_rate_total": connector_total,
         "connector_hit_tok_s": rate_sum("external_hits"),
+        "connector_hits": total("external_hits"), "connector_queries": total("external_queries"),
+        "connector_hits_d": delta_sum("external_hits") if dt else None,
+        "connector_queries_d": delta_sum("external_queries") if dt else None,
         "preemptions": total("preemptions"), "preempt_s": rate_sum("preemptions"),
         **_labelled_counters(ok, dt),
     }
@@ -186,31 +189,29 @@ def _labelled_counters(ok: list[tuple[dict, dict]], dt: float | None) -> dict:
 
 
 def _pool_service(r: TargetReading, prev: dict, dt: float | None) -> dict:
-    """mooncake_master: keys and capacity as read, lookups/hits/puts as rates, the hit rate of the window's
-    lookups (and since it started). A page without master_* series is an idle master, said so in `note`."""
+    """mooncake_master: keys and capacity as read, lookups/loads/puts per second. A page without master_* series is
+    an idle master, said so in `note`."""
     if r.status != OK:
         return {"status": r.status, "reason": r.reason}
     v = r.values
-    was = {k: (prev[k] or 0.0) if k in prev else None for k in ("gets", "hits", "puts")}
-    d_gets, d_hits = counter_delta(v.get("gets"), was["gets"]), counter_delta(v.get("hits"), was["hits"])
+    was = {k: (prev[k] or 0.0) if k in prev else None for k in ("lookups", "loads", "puts")}
     return {
         "status": OK, "reason": "", **v,
         "used": ratio(v.get("allocated_bytes"), v.get("total_bytes")),
-        "get_s": rate(v.get("gets"), was["gets"], dt), "hit_s": rate(v.get("hits"), was["hits"], dt),
-        "put_s": rate(v.get("puts"), was["puts"], dt),
-        "hit_rate": ratio(d_hits, d_gets) if dt else None, "hit_rate_total": ratio(v.get("hits"), v.get("gets")),
+        **{f"{k[:-1]}_s": rate(v.get(k), was[k], dt) for k in ("lookups", "loads", "puts")},
         "note": "" if v.get("master_series") else "idle: no master_* series (older masters omit zero values)",
     }
 
 
 def _pool_summary(instances: dict[str, dict], master_key: str | None) -> dict:
-    """What the engines say of the pool, summed over instances: tokens/s the Prefills' KV connector found there
-    (a Decode's also count the KV pulled from Prefill, so they are left out), simcluster's blocks per tier
-    (the pool's backend); `master`: the key of the master's entry in services, if scraped."""
+    """The pool as the engines see it: the Prefills' KV-connector lookups (a Decode's also count the KV pulled
+    from Prefill, so they are left out) as a hit rate over the window and since start and as tokens/s found;
+    simcluster's blocks per tier (the pool's backend); `master`: the key of the master's entry in services."""
     def add(values):
         values = [x for x in values if x is not None]
         return sum(values) if values else None
 
+    prefills = [i for i in instances.values() if i.get("role") == "prefill"]
     tiers: dict[str, dict] = {}
     for inst in instances.values():
         for tier, b in (inst.get("store_blocks") or {}).items():
@@ -219,9 +220,14 @@ def _pool_summary(instances: dict[str, dict], master_key: str | None) -> dict:
             t["backup"] += b["backup"]
             for k in ("load_s", "backup_s"):
                 t[k] = add([t[k], b[k]])
-    return {"hit_tok_s": add(i.get("connector_hit_tok_s") for i in instances.values() if i.get("role") == "prefill"),
-            "tiers": tiers,
-            "master": master_key}
+    return {
+        "hit_rate": ratio(add(i.get("connector_hits_d") for i in prefills),
+                          add(i.get("connector_queries_d") for i in prefills)),
+        "hit_rate_total": ratio(add(i.get("connector_hits") for i in prefills),
+                                add(i.get("connector_queries") for i in prefills)),
+        "hit_tok_s": add(i.get("connector_hit_tok_s") for i in prefills),
+        "tiers": tiers, "master": master_key,
+    }
 
 
 def _edges(proxy: TargetReading | None, proxy_prev: dict, engines, info, instance_of, dt, kv_bytes_per_token):

@@ -227,11 +227,15 @@ def pool_values(samples: Samples) -> dict:
                 return value
         return 0.0
 
-    # Gets: single lookups plus the keys of batch lookups (items where the master counts them apart); a lookup that
-    # fails found nothing (OBJECT_NOT_FOUND, not ready): hits are lookups that did not fail.
+    # Per key, the master counts existence checks (AscendStoreConnector's lookup: batch_is_exist; it checks before
+    # putting too), replica-list requests (a load: a batch counts its keys, as items where the master counts them
+    # apart; a failure found nothing) and put starts. Which looked-up block was a hit it cannot say: the hit rate
+    # is the Prefill engines' (vllm:external_prefix_cache_*).
+    lookups = total("master_exist_key_requests_total") + total(
+        "master_batch_exist_key_items_total", "master_batch_exist_key_requests_total")
     gets = total("master_get_replica_list_requests_total") + total(
         "master_batch_get_replica_list_items_total", "master_batch_get_replica_list_requests_total")
-    misses = total("master_get_replica_list_failures_total") + total(
+    failed = total("master_get_replica_list_failures_total") + total(
         "master_batch_get_replica_list_failed_items_total", "master_batch_get_replica_list_failures_total")
     puts = total("master_put_start_requests_total") + total(
         "master_batch_put_start_items_total", "master_batch_put_start_requests_total")
@@ -240,7 +244,7 @@ def pool_values(samples: Samples) -> dict:
         "allocated_bytes": total("master_allocated_bytes"),
         "total_bytes": total("master_total_capacity_bytes"),
         "active_clients": total("master_active_clients"),
-        "gets": gets, "hits": max(0.0, gets - misses), "puts": puts,
+        "lookups": lookups, "loads": max(0.0, gets - failed), "load_failures": failed, "puts": puts,
         "evicted_keys": total("master_evicted_key_count"),
         # 0: the page had no master_* sample at all (an idle older master; or a newer one not yet serving).
         "master_series": sum(len(rows) for name, rows in samples.items() if name.startswith("master_")),

@@ -692,12 +692,17 @@ function drawPoolService(layer, b, v, live) {
   const gb = (x) => fmtBytes(x).replace("/s", "");
   label(g, b.x + 4, b.y + b.h + 15, `${num(v.key_count)} keys · ${gb(v.allocated_bytes)} of ${gb(v.total_bytes)} used`
     + `${v.used !== null && v.used !== undefined ? ` (${pct(v.used)})` : ""} · ${num(v.active_clients)} clients`, "start", cls);
-  const hit = v.hit_rate ?? v.hit_rate_total;
+  // The hit rate is the Prefills' (their KV connector's lookups): the master cannot tell a hit from a miss.
+  const summary = live.pool ?? {};
+  const hit = summary.hit_rate ?? summary.hit_rate_total;
+  const hits = hit === null || hit === undefined ? ""
+    : `hits ${pct(hit)}${summary.hit_rate === null || summary.hit_rate === undefined ? " since start" : ""} · `;
   const second = v.note ? v.note
-    : `hits ${pct(hit)}${v.hit_rate === null || v.hit_rate === undefined ? " since start" : ""} · ${fmtRate(v.get_s, "gets/s")} · ${fmtRate(v.put_s, "puts/s")}`;
+    : `${hits}${fmtRate(v.lookup_s, "lookups/s")} · ${fmtRate(v.load_s, "loads/s")} · ${fmtRate(v.put_s, "puts/s")}`;
   label(g, b.x + 4, b.y + b.h + 30, second, "start", `${cls} live-pool-hits`);
-  tip(g, `${b.service.key}: ${num(v.key_count)} keys, ${num(v.gets)} lookups of which ${num(v.hits)} found, ${num(v.puts)} puts `
-    + `since it started; ${num(v.evicted_keys)} keys evicted`);
+  tip(g, `${b.service.key}: ${num(v.key_count)} keys; since it started ${num(v.lookups)} keys looked up, ${num(v.loads)} loaded `
+    + `(${num(v.load_failures)} not found), ${num(v.puts)} put, ${num(v.evicted_keys)} evicted`
+    + `\nhit rate: the Prefills' KV-connector lookups, ${pct(summary.hit_rate)} in the window, ${pct(summary.hit_rate_total)} since start`);
 }
 
 function drawLive(live) {

@@ -242,8 +242,8 @@ def test_the_mindie_layout_draws_instances_over_their_nodes_with_the_pool_hits(l
         assert pool_edges == ["inst:d0", "inst:p0", "inst:p1", "inst:p2", "inst:p3"]
         service = page.locator("#topology .live-pool-service[data-key=kv-pool]")
         expect(service).to_contain_text("49000 keys")
-        expect(service).to_contain_text("hits 78%")
-        expect(service).to_contain_text("puts/s")
+        expect(service).to_contain_text("hits 56%")  # the Prefills: 78,400 of 140,000 tokens
+        expect(service).to_contain_text("1.6k lookups/s · 620 loads/s · 300 puts/s")
         expect(page.locator("#topology .live-pool[data-instance=p1]")).to_contain_text("55% hit · 3.1k tok/s")
         expect(page.locator("#topology .live-pool[data-instance=p1]")).to_contain_text("120 in / 60 put blk/s")
         expect(page.locator("#topology .live-pool[data-instance=d0]")).to_contain_text("only lends it memory")

@@ -72,7 +72,8 @@ def live_rounds(at: float) -> list[dict]:
             readings.append(TargetReading(key, "decode" if inst == "d0" else "prefill", "u", values=values))
         readings.append(TargetReading("kv-pool", "kv_pool", "u", values={
             "key_count": 48000 + 1000 * k, "allocated_bytes": 310e9 + 5e9 * k, "total_bytes": 512e9,
-            "active_clients": 40, "gets": 9000 + 4000 * k, "hits": 6000 + 3100 * k, "puts": 50000 + 1500 * k,
+            "active_clients": 40, "lookups": 90000 + 8000 * k, "loads": 60000 + 3100 * k, "load_failures": 0,
+            "puts": 50000 + 1500 * k,
             "evicted_keys": 0, "master_series": 60}))
         rounds.append(live_state(deployment_id=0, at=at - 5 * (1 - k), targets=targets, readings=readings,
                                  kv_bytes_per_token=70_272, previous=rounds[-1] if rounds else None))

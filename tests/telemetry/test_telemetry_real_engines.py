@@ -60,8 +60,9 @@ def test_busy_master_page():
     assert r.status == OK, r.reason
     v = r.values
     assert (v["key_count"], v["allocated_bytes"], v["total_bytes"], v["active_clients"]) == (1200, 1.5e9, 4e9, 3)
-    # 40 single lookups (10 failed) + 1000 batch items (250 failed); 30 single puts + 1200 batch items.
-    assert (v["gets"], v["hits"], v["puts"]) == (1040.0, 780.0, 1230.0)
+    # 50 single + 2000 batch existence checks; 40 single loads (10 failed) + 1000 batch items (250 failed);
+    # 30 single puts + 1200 batch items.
+    assert (v["lookups"], v["loads"], v["load_failures"], v["puts"]) == (2050.0, 780.0, 260.0, 1230.0)
     assert v["master_series"] > 0
 
 
@@ -69,7 +70,7 @@ def test_master_that_omits_zero_series_is_idle_not_garbled():
     r = read("kv_pool", page("mooncake-master-omits-zeros.txt"))
     assert r.status == OK, r.reason
     v = r.values
-    assert (v["key_count"], v["allocated_bytes"], v["gets"], v["hits"], v["puts"]) == (0, 0, 0, 0, 0)
+    assert (v["key_count"], v["allocated_bytes"], v["lookups"], v["loads"], v["puts"]) == (0, 0, 0, 0, 0)
     assert v["total_bytes"] == 4294967296.0 and v["active_clients"] == 2.0
 
 
@@ -125,9 +126,10 @@ TARGETS = [TargetInfo("p0-dp0", "prefill", "p0", "10.0.0.1", 7100, "u"),
            TargetInfo("kv-pool", "kv_pool", "", "10.0.0.9", 50088, "u")]
 
 
-def master(gets, hits, puts, keys=10, allocated=1e9, capacity=4e9):
+def master(lookups, loads, puts, keys=10, allocated=1e9, capacity=4e9):
     return {"key_count": keys, "allocated_bytes": allocated, "total_bytes": capacity, "active_clients": 2,
-            "gets": gets, "hits": hits, "puts": puts, "evicted_keys": 0, "master_series": 20}
+            "lookups": lookups, "loads": loads, "load_failures": 0, "puts": puts, "evicted_keys": 0,
+            "master_series": 20}
 
 
 def round_(at, a, b, pool, previous=None):
@@ -158,12 +160,13 @@ def test_hit_rates_preemptions_and_finish_reasons_over_the_window_and_since_star
 
     pool = second["services"]["kv-pool"]
     assert pool["status"] == OK and pool["note"] == ""
-    assert pool["hit_rate"] == pytest.approx(150 / 200) and pool["hit_rate_total"] == pytest.approx(200 / 300)
-    assert (pool["get_s"], pool["hit_s"], pool["put_s"]) == (20.0, 15.0, 6.0)
+    assert (pool["lookup_s"], pool["load_s"], pool["put_s"]) == (20.0, 15.0, 6.0)
     assert pool["used"] == pytest.approx(0.25) and pool["key_count"] == 10
 
     summary = second["pool"]
     assert summary["master"] == "kv-pool" and summary["hit_tok_s"] == pytest.approx(70.0)
+    # the pool's hit rate is the Prefills' connector lookups: as p0's, both processes summed
+    assert summary["hit_rate"] == pytest.approx(700 / 1800) and summary["hit_rate_total"] == pytest.approx(800 / 3400)
     assert summary["tiers"]["mooncake"]["load_s"] == 2.0
 
     view = live_view(second, [], now=111.0)
@@ -175,11 +178,12 @@ def test_first_round_and_quiet_window_give_totals_but_no_window_rates():
     p0 = first["instances"]["p0"]
     assert p0["prefix_hit_rate"] is None and p0["prefix_hit_rate_total"] == 0.25 and p0["preempt_s"] is None
     assert p0["connector_hit_rate"] is None and p0["connector_hit_rate_total"] is None  # no connector series at all
-    assert first["services"]["kv-pool"]["hit_rate"] is None and first["services"]["kv-pool"]["hit_rate_total"] == 0.5
+    assert first["services"]["kv-pool"]["lookup_s"] is None and first["services"]["kv-pool"]["lookups"] == 10
+    assert first["pool"]["hit_rate"] is None and first["pool"]["hit_rate_total"] is None
     quiet = round_(105.0, engine(1000, 250), engine(0, 0), master(10, 5, 10), previous=first)
     assert quiet["instances"]["p0"]["prefix_hit_rate"] is None  # nothing looked up in the window: no rate, not 0
     assert quiet["instances"]["p0"]["prefix_hit_rate_total"] == 0.25
-    assert quiet["services"]["kv-pool"]["hit_rate"] is None and quiet["services"]["kv-pool"]["get_s"] == 0.0
+    assert quiet["services"]["kv-pool"]["lookup_s"] == 0.0
 
 
 def test_a_restarted_engine_counts_from_zero_and_a_round_stored_before_these_fields_gives_no_spike():
@@ -190,13 +194,13 @@ def test_a_restarted_engine_counts_from_zero_and_a_round_stored_before_these_fie
 
     old = {**first, "targets": [{**t, "values": {k: v for k, v in t["values"].items()
                                                  if k not in ("prefix_hits", "prefix_queries", "preemptions",
-                                                              "success", "gets", "hits", "puts")}}
+                                                              "success", "lookups", "loads", "puts")}}
                                 for t in first["targets"]]}
     after_upgrade = round_(105.0, engine(6000, 2500, preempt=10, success={"stop": 3}), engine(0, 0),
                            master(10, 5, 10), previous=old)
     p0 = after_upgrade["instances"]["p0"]
     assert p0["prefix_hit_rate"] is None and p0["preempt_s"] is None and p0["success_s"] == {}
-    assert after_upgrade["services"]["kv-pool"]["get_s"] is None
+    assert after_upgrade["services"]["kv-pool"]["lookup_s"] is None
     assert p0["prompt_tok_s"] == 200.0  # the fields the old round had still give rates
 
 

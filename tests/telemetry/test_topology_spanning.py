@@ -99,5 +99,5 @@ def test_the_live_rounds_of_the_layout_carry_pool_hits():
     assert p1["connector_hit_rate"] == pytest.approx((14000 + 1400) / 28000) and p1["connector_hit_tok_s"] > 0
     assert p1["store_blocks"]["mooncake"]["load_s"] == pytest.approx(600 / 5)
     pool = state["services"]["kv-pool"]
-    assert pool["hit_rate"] == pytest.approx(3100 / 4000) and pool["put_s"] == pytest.approx(300.0)
-    assert state["pool"]["master"] == "kv-pool"
+    assert (pool["lookup_s"], pool["load_s"], pool["put_s"]) == pytest.approx((1600.0, 620.0, 300.0))
+    assert state["pool"]["master"] == "kv-pool" and state["pool"]["hit_rate"] > 0.5
