@@ -1,7 +1,9 @@
-"""Byte relay between a TCP port and a Unix socket: how the namespaced Mooncake client reaches the master.
+"""Byte relay between a TCP port and a Unix socket: how a namespaced Mooncake client reaches the master.
 
-  main namespace:    python -m simcluster.relay --unix PATH --tcp 127.0.10.7:50051   (unix -> tcp)
-  inside `unshare -n`: python -m simcluster.relay --listen-tcp 127.0.0.1:50051 --unix PATH   (tcp -> unix)
+  main namespace:      unix -> tcp, `unix_to_tcp` (the engine runs it in its own event loop; or
+                       python -m simcluster.relay --unix PATH --tcp 127.0.10.7:50051)
+  inside the namespace: python -m simcluster.relay --listen-tcp 127.0.0.1:0 --unix PATH   (tcp -> unix; prints
+                       "relay listening on HOST:PORT" with the port it got)
 The inside relay must be its own process: Mooncake's setup() holds the GIL while it waits for the
 master, so a relay thread in the agent's process would deadlock it (seen).
 """
@@ -36,17 +38,22 @@ def _bridge(open_far):
     return handle
 
 
-async def unix_to_tcp(path: str, host: str, port: int) -> None:
+async def start_unix_to_tcp(path: str, host: str, port: int) -> asyncio.AbstractServer:
     if os.path.exists(path):
         os.unlink(path)
-    server = await asyncio.start_unix_server(_bridge(lambda: asyncio.open_connection(host, port)), path)
+    return await asyncio.start_unix_server(_bridge(lambda: asyncio.open_connection(host, port)), path)
+
+
+async def unix_to_tcp(path: str, host: str, port: int) -> None:
+    server = await start_unix_to_tcp(path, host, port)
     async with server:
         await server.serve_forever()
 
 
 async def tcp_to_unix(host: str, port: int, path: str) -> None:
     server = await asyncio.start_server(_bridge(lambda: asyncio.open_unix_connection(path)), host, port)
-    print(f"relay listening on {host}:{port}", flush=True)
+    bound = server.sockets[0].getsockname()[1]  # port 0 asks for any free port
+    print(f"relay listening on {host}:{bound}", flush=True)
     async with server:
         await server.serve_forever()
 

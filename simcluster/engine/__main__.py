@@ -24,11 +24,12 @@ async def serve(argv: list[str]) -> int:
         # Headless DP members expose no API server (docs/ascend-pd-launch-facts.md §1.3); they only hold dies.
         log.info("headless: holding dies %s, no API server", cfg.devices)
     engine = Engine(cfg)
-    # Model "loading": the API port refuses connections until it is over, like a real start.
-    await asyncio.sleep(float(os.environ.get("SIMCLUSTER_STARTUP_S", "0.3")))
-    engine.register()
     runner = None
     try:
+        # Model "loading": the API port refuses connections until it is over, like a real start.
+        await asyncio.sleep(float(os.environ.get("SIMCLUSTER_STARTUP_S", "0.3")))
+        await engine.start_connectors()
+        engine.register()
         if not args.headless:
             await engine.start()
             runner = web.AppRunner(build_app(engine), access_log=None)
@@ -45,7 +46,7 @@ async def serve(argv: list[str]) -> int:
         engine.unregister()
         if runner is not None:
             await runner.cleanup()
-        await engine.kv.close()
+        await engine.close()
     return 0
 
 

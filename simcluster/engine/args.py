@@ -7,7 +7,8 @@ launch profiles can render the same command shape.
 from __future__ import annotations
 
 import argparse
-import json
+
+from simcluster.engine.kvconfig import validate_top
 
 IGNORED_VALUE_FLAGS = [
     "--quantization", "--additional-config", "--compilation-config", "--seed", "--max-num-batched-tokens",
@@ -16,20 +17,17 @@ IGNORED_VALUE_FLAGS = [
     "--reasoning-parser", "--tool-call-parser", "--hf-overrides", "--async-scheduling",
 ]
 IGNORED_SWITCHES = [
-    "--enforce-eager", "--trust-remote-code", "--enable-expert-parallel", "--no-enable-prefix-caching",
-    "--enable-prefix-caching", "--disable-log-requests", "--disable-log-stats", "--enable-chunked-prefill",
+    "--enforce-eager", "--trust-remote-code", "--enable-expert-parallel", "--disable-log-requests", "--disable-log-stats", "--enable-chunked-prefill",
     "--no-enable-chunked-prefill", "--enable-auto-tool-choice", "--disable-uvicorn-access-log",
 ]
 
 
-def _json(text: str) -> dict:
+def _kv_transfer_config(text: str) -> dict:
+    """vLLM validates this JSON into KVTransferConfig with pydantic; a failure is an argparse error (exit 2)."""
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"invalid JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("expected a JSON object")
-    return value
+        return validate_top(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-model-len", type=int, default=32768)
     s.add_argument("--max-num-seqs", type=int, default=256)
     s.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    s.add_argument("--kv-transfer-config", type=_json, default=None)
+    s.add_argument("--kv-transfer-config", type=_kv_transfer_config, default=None)
+    s.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True)
     for flag in IGNORED_VALUE_FLAGS:
         s.add_argument(flag, default=None)
     for flag in IGNORED_SWITCHES:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from simcluster import nodestate
+from simcluster.engine import kvconfig, lookup, poolconfig
 from simcluster.engine.answers import AnswerBook, AnswerBookError
 from simcluster.npusmi import HBM_TOTAL_MB
 from simcluster.profiles import ModelProfile, profile_for
@@ -40,10 +42,13 @@ class EngineConfig:
     profile: ModelProfile
     abort_timeout_s: float
     node_dir: Path | None
-    ascendstore_servers: list[str] = field(default_factory=list)
-    kvpool_socket: str | None = None
     engine_ids: dict[int, str] = field(default_factory=dict)
     answers: AnswerBook | None = None  # None: every prompt gets the plain simulated text
+    store: kvconfig.StorePlan | None = None  # the AscendStoreConnector, if configured
+    pool: poolconfig.MooncakePool | poolconfig.MemcachePool | None = None  # its backend's config
+    lookup_sockets: list[Path] = field(default_factory=list)  # one per DP rank (engine/lookup.py)
+    hash_seed: str = ""  # vLLM's NONE_HASH stand-in: PYTHONHASHSEED, or random per process
+    enable_prefix_caching: bool = True
 
 
 def _bind_host(requested: str | None, node: dict) -> str:
@@ -87,21 +92,33 @@ def _answer_book(env) -> AnswerBook | None:
         raise ConfigError(f"SIMCLUSTER_ANSWER_BOOK: {exc}") from None
 
 
+def _pool(store: kvconfig.StorePlan | None, env):
+    if store is None:
+        return None
+    return poolconfig.mooncake(env) if store.backend == "mooncake" else poolconfig.memcache(env)
+
+
+def _hash_seed(env, store) -> str:
+    seed = env.get("PYTHONHASHSEED")
+    if seed is None:
+        if store is not None:
+            # vLLM's init_none_hash draws NONE_HASH from os.urandom without it (and warns only for CBOR hash
+            # functions): this engine's pool keys then match no other engine's.
+            log.warning("PYTHONHASHSEED is not set: block hashes are random per process, so no other engine will "
+                        "find this engine's blocks in the KV pool, nor it theirs (set PYTHONHASHSEED=0 everywhere)")
+        return "random:" + secrets.token_hex(16)
+    return seed
+
+
 def build_config(args) -> EngineConfig:
     node_dir = nodestate.node_dir()
     node = nodestate.node_config(node_dir)
-    kv = args.kv_transfer_config or {}
-    if kv.get("kv_connector") == "MultiConnector":
-        # PD + pool: the P2P part of a MultiConnector carries role and port (docs/ascend-pd-launch-facts.md §3.1).
-        inner = [c for c in kv.get("kv_connector_extra_config", {}).get("connectors", [])
-                 if c.get("kv_connector") in ("MooncakeConnectorV1", "MooncakeLayerwiseConnector")]
-        kv = {**kv, **(inner[0] if inner else {})}
-    if kv.get("kv_connector") == "MooncakeConnector":
-        raise ConfigError("MooncakeConnector resolves to upstream vLLM's GPU connector; use MooncakeConnectorV1")
-    if kv.get("kv_role") in ("kv_producer", "kv_consumer"):
-        extra = kv.get("kv_connector_extra_config", {})
-        if not {"prefill", "decode"} <= set(extra):
-            raise ConfigError("AssertionError: kv_connector_extra_config needs prefill and decode dp_size/tp_size")
+    env = os.environ
+    try:
+        plan = kvconfig.plan(args.kv_transfer_config)
+        pool = _pool(plan.store, env)
+    except kvconfig.KVConfigError as exc:
+        raise ConfigError(str(exc)) from None
     dp_local = args.data_parallel_size_local
     if dp_local is None:
         dp_local = 1 if args.data_parallel_rank is not None or args.data_parallel_size == 1 else args.data_parallel_size
@@ -109,10 +126,13 @@ def build_config(args) -> EngineConfig:
     dp_ranks = list(range(first_rank, first_rank + dp_local))
     if dp_ranks[-1] >= args.data_parallel_size:
         raise ConfigError(f"data parallel rank {dp_ranks[-1]} >= data parallel size {args.data_parallel_size}")
-    devices = _devices(os.environ.get("ASCEND_RT_VISIBLE_DEVICES"), args.tensor_parallel_size * dp_local)
-    answers = _answer_book(os.environ)
-    servers = os.environ.get("SIMCLUSTER_ASCENDSTORE") or ",".join(node.get("ascendstore", []))
-    fixed_id = kv.get("engine_id")
+    devices = _devices(env.get("ASCEND_RT_VISIBLE_DEVICES"), args.tensor_parallel_size * dp_local)
+    answers = _answer_book(env)
+    fixed_id = plan.engine_id
+    sockets = []
+    if plan.store is not None and not plan.store.use_layerwise:  # vllm-ascend binds none with use_layerwise
+        base = lookup.base_dir(env, node_dir)
+        sockets = [lookup.socket_path(base, plan.store.lookup_rpc_port, r) for r in dp_ranks]
     return EngineConfig(
         model=args.model,
         served_names=args.served_model_name or [args.model],
@@ -121,20 +141,23 @@ def build_config(args) -> EngineConfig:
         tp=args.tensor_parallel_size,
         dp_size=args.data_parallel_size,
         dp_ranks=dp_ranks,
-        kv_role=kv.get("kv_role"),
-        kv_port=int(kv["kv_port"]) if kv.get("kv_port") not in (None, "") else (14579 if kv else None),
-        kv_connector=kv.get("kv_connector"),
-        kv_load_failure_policy=(args.kv_transfer_config or {}).get("kv_load_failure_policy", "fail"),
+        kv_role=plan.kv_role,
+        kv_port=plan.kv_port,
+        kv_connector=plan.kv_connector,
+        kv_load_failure_policy=plan.kv_load_failure_policy,
         max_num_seqs=args.max_num_seqs,
         max_model_len=args.max_model_len,
         devices=devices,
         hbm_mb_per_die=max(1000, int(HBM_TOTAL_MB * args.gpu_memory_utilization) - 3300),
         profile=profile_for(args.model),
-        abort_timeout_s=float(os.environ.get("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "480")),
+        abort_timeout_s=float(env.get("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "480")),
         node_dir=node_dir,
-        ascendstore_servers=[s for s in servers.split(",") if s],
-        kvpool_socket=os.environ.get("SIMCLUSTER_KVPOOL_SOCKET") or node.get("kvpool_socket"),
         engine_ids={r: (f"{fixed_id}-{r}" if fixed_id and dp_local > 1 else fixed_id) or str(uuid.uuid4())
                     for r in dp_ranks},
         answers=answers,
+        store=plan.store,
+        pool=pool,
+        lookup_sockets=sockets,
+        hash_seed=_hash_seed(env, plan.store),
+        enable_prefix_caching=args.enable_prefix_caching,
     )

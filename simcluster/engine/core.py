@@ -32,6 +32,7 @@ class Request:
     finish_reason: str | None = None
     out: asyncio.Queue = field(default_factory=asyncio.Queue)
     script: list[tuple[int, str]] | None = None  # an answer-book reply as (token id, piece); None: word salad
+    on_prefilled: list = field(default_factory=list)  # callbacks run when the first token is out
 
     @property
     def stop_at(self) -> int:
@@ -56,6 +57,7 @@ class EngineCore:
         self.waiting: list[Request] = []
         self.running: list[Request] = []
         self.held_tokens = 0  # KV kept for remote decoders counts against the cache
+        self.prefix = None  # LocalPrefixCache when prefix caching is on (set by the engine)
         self.busy_s = 0.0
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -110,6 +112,8 @@ class EngineCore:
             self.m.prompt_tokens.labels(**self.labels).inc(req.need_prefill_tokens + req.load_tokens)
             req.first_token_at = now
             self.m.ttft.labels(**self.labels).observe(now - req.arrival)
+            for callback in req.on_prefilled:
+                callback()
         else:
             self.m.itl.labels(**self.labels).observe(now - req.last_token_at)
         token_id, text = req.token(req.generated)
@@ -126,9 +130,12 @@ class EngineCore:
 
     def abort(self, req: Request) -> None:
         """Client went away: drop the request wherever it is."""
+        if req.finish_reason is not None:
+            return
         if req in self.waiting:
             self.waiting.remove(req)
         if req in self.running:
             self.running.remove(req)
-            req.finish_reason = "abort"
+        req.finish_reason = "abort"
+        self.m.success.labels(**self.labels, finished_reason="abort").inc()
         self._publish()

@@ -6,7 +6,12 @@ simcluster additions (vllm-ascend's Mooncake connectors export none, docs/ascend
   simcluster:kv_transfers_total{peer,direction,outcome}     transfers; outcome ok | checksum_error | error
   simcluster:kv_held_requests / simcluster:kv_held_bytes    P-side KV waiting to be pulled
   simcluster:kv_freed_total{reason}                         pulled | timeout
-  simcluster:store_blocks_total{tier,op}                    ascendstore|mooncake x load|backup
+  simcluster:store_blocks_total{tier,op}                    KV pool blocks: tier = the AscendStoreConnector backend
+                                                            (mooncake | memcache), op = load | backup
+vLLM's own: vllm:prefix_cache_{queries,hits}_total (tokens; the local prefix cache),
+vllm:external_prefix_cache_{queries,hits}_total (tokens a KV connector was asked for / supplied: the pool, and
+on a Decode the tokens MooncakeConnectorV1 pulled), vllm:request_success_total{finished_reason} with every reason
+of vLLM's FinishReason from the start.
 peer = the other side's API endpoint "host:port"; direction = send (P) | recv (D).
 """
 
@@ -23,6 +28,7 @@ ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
 E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
                240.0, 480.0, 960.0, 1920.0, 7680.0]
 L = ["model_name", "engine"]
+FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")  # vllm/v1/engine/__init__.py FinishReason
 
 
 class EngineMetrics:
@@ -40,6 +46,12 @@ class EngineMetrics:
         self.prefix_queries = Counter("vllm:prefix_cache_queries", "Prefix cache queries, in tokens.", L,
                                       registry=r)
         self.prefix_hits = Counter("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.", L, registry=r)
+        self.external_queries = Counter(
+            "vllm:external_prefix_cache_queries", "External prefix cache queries from KV connector cross-instance "
+            "cache sharing, in terms of number of queried tokens.", L, registry=r)
+        self.external_hits = Counter(
+            "vllm:external_prefix_cache_hits", "External prefix cache hits from KV connector cross-instance cache "
+            "sharing, in terms of number of cached tokens.", L, registry=r)
         self.preemptions = Counter("vllm:num_preemptions", "Cumulative number of preemptions.", L, registry=r)
         self.ttft = Histogram("vllm:time_to_first_token_seconds", "Time to first token in seconds.", L,
                               buckets=TTFT_BUCKETS, registry=r)

@@ -22,11 +22,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from simcluster import nodestate, profiles
 from simcluster.engine import answers, textgen
-from simcluster.engine.config import EngineConfig
+from simcluster.engine.config import ConfigError, EngineConfig
 from simcluster.engine.core import FINISHED, EngineCore, Request
 from simcluster.engine.kvwire import HeldKV, KVServer, KVTransferError, pull_kv
-from simcluster.engine.metrics import EngineMetrics
-from simcluster.engine.prefix import PrefixTiers
+from simcluster.engine.lookup import LookupSockets
+from simcluster.engine.metrics import FINISH_REASONS, EngineMetrics
+from simcluster.engine.poolconfig import MooncakePool
+from simcluster.engine.prefix import KVPool, LocalPrefixCache, MemcacheClient, PoolLoadError
+from simcluster.kvpool import PoolAgent, PoolAgentError
 
 log = logging.getLogger("simcluster.engine")
 KV_GIB_PER_DIE = 4  # KV capacity the cost model grants each die (see README)
@@ -42,13 +45,18 @@ class Engine:
         self.cores = [EngineCore(rank=r, tp=cfg.tp, max_num_seqs=cfg.max_num_seqs, profile=cfg.profile,
                                  metrics=self.m, labels={"model_name": cfg.served_names[0], "engine": str(r)},
                                  capacity_tokens=capacity, is_hung=self._hung) for r in cfg.dp_ranks]
+        for core in self.cores:
+            for reason in FINISH_REASONS:  # vLLM creates every finished_reason series up front
+                self.m.success.labels(**core.labels, finished_reason=reason)
+            if cfg.enable_prefix_caching:
+                core.prefix = LocalPrefixCache(capacity // profiles.BLOCK_SIZE)
         self._rr = itertools.count()
         self._block_ids = itertools.count(1)
         self.kv = KVServer(self.api, self.m, profiles.kv_scale(), cfg.abort_timeout_s, corrupt=self._corrupt)
-        block = profiles.held_bytes(cfg.profile, profiles.BLOCK_SIZE)
-        self.prefix = PrefixTiers(model=cfg.model, block_bytes=block, metrics=self.m,
-                                  ascendstore_servers=cfg.ascendstore_servers if cfg.kv_role != "kv_consumer" else [],
-                                  kvpool_socket=cfg.kvpool_socket if cfg.kv_role != "kv_consumer" else None)
+        self.block_bytes = profiles.held_bytes(cfg.profile, profiles.BLOCK_SIZE)
+        self.pool: KVPool | None = None  # the AscendStoreConnector's pool, from start_connectors()
+        self.agent: PoolAgent | None = None
+        self.lookups = LookupSockets(cfg.lookup_sockets, self._lookup_answer)
         self._faults: dict = {}
         self._faults_checked = 0.0
 
@@ -67,10 +75,49 @@ class Engine:
         return self.pid in self._fault_list("corrupt_kv")
 
     # -- lifecycle --
+    async def start_connectors(self) -> None:
+        """What the real workers do before the API listens: bind the pool's lookup sockets, join the pool (for the
+        mooncake backend a store client registering its segment with the master named by mooncake.json)."""
+        cfg = self.cfg
+        if cfg.store is None:
+            return
+        await self.lookups.start()
+        if isinstance(cfg.pool, MooncakePool):
+            t0 = time.monotonic()
+            try:
+                self.agent = await PoolAgent.start(
+                    master=cfg.pool.master, advertise=cfg.host, segment_bytes=cfg.pool.sim_segment_size,
+                    local_buffer_bytes=cfg.pool.sim_local_buffer, prefer_same_node=cfg.pool.prefer_alloc_in_same_node,
+                    preferred_segment=cfg.pool.preferred_segment)
+            except PoolAgentError as exc:
+                log.error("Initialize mooncake failed. %s, metadata_server=%s. Check mooncake config and network.",
+                          exc, cfg.pool.metadata_server)
+                raise ConfigError("RuntimeError: Initialize mooncake failed.") from None
+            log.info("Mooncake store client up in %.2f s: segment %s (%d bytes) on master %s", time.monotonic() - t0,
+                     self.agent.segment, cfg.pool.sim_segment_size, cfg.pool.master)
+            client = self.agent.client()
+        else:
+            client = MemcacheClient(cfg.pool.servers, cfg.pool.replicas)
+            log.info("KV pool (memcache stand-in): memcached ring %s, %d replicas", ",".join(cfg.pool.servers),
+                     cfg.pool.replicas)
+        self.pool = KVPool(backend=cfg.store.backend, client=client, model=cfg.model, block_bytes=self.block_bytes,
+                           metrics=self.m, loads=cfg.store.loads, puts=cfg.store.puts)
+
+    async def _lookup_answer(self, hashes: list[str]) -> int:
+        return await self.pool.lookup(hashes) if self.pool else 0
+
+    async def close(self) -> None:
+        await self.lookups.close()
+        if self.pool is not None:
+            self.pool.close()
+        if self.agent is not None:
+            await self.agent.close()
+        await self.kv.close()
+
     async def start(self) -> None:
         for core in self.cores:
             core.start()
-        if self.cfg.kv_role in ("kv_producer", "kv_both"):
+        if self.cfg.kv_connector and self.cfg.kv_role in ("kv_producer", "kv_both"):
             # The real connector binds one side-channel port per die it drives (docs/ascend-pd-launch-facts.md §1.5).
             ports = [self.cfg.kv_port + r * self.cfg.tp + t for r in self.cfg.dp_ranks for t in range(self.cfg.tp)]
             await self.kv.start(self.cfg.host, ports)
@@ -117,33 +164,64 @@ class Engine:
         params = body.get("kv_transfer_params") or {}
         core = self._pick_core()
         labels = core.labels
-        need, loaded = len(tokens), 0
-        if params.get("do_remote_prefill") and self.cfg.kv_role in ("kv_consumer", "kv_both"):
-            expected = profiles.held_bytes(self.cfg.profile, len(tokens))
+        n = len(tokens)
+        hashes = textgen.block_hashes(self.cfg.model, tokens, profiles.BLOCK_SIZE, self.cfg.hash_seed)
+        local = core.prefix.match(hashes) if core.prefix else 0  # leading blocks already in this core's cache
+        self.m.prefix_queries.labels(**labels).inc(n)
+        self.m.prefix_hits.labels(**labels).inc(local * profiles.BLOCK_SIZE)
+        need, loaded = n - local * profiles.BLOCK_SIZE, 0
+        if params.get("do_remote_prefill") and self.cfg.kv_connector and self.cfg.kv_role in ("kv_consumer",
+                                                                                             "kv_both"):
+            # MooncakeConnectorV1 claims the tokens the local cache lacks; the whole prompt's KV is pulled.
+            self.m.external_queries.labels(**labels).inc(n)
+            expected = profiles.held_bytes(self.cfg.profile, n)
             try:
                 await pull_kv(params=params, local_host=self.cfg.host, api_endpoint=self.api,
                               expected_size=expected, metrics=self.m, kv_scale=profiles.kv_scale())
+                self.m.external_hits.labels(**labels).inc(need)
                 need = 0
             except KVTransferError as exc:
                 if self.cfg.kv_load_failure_policy != "recompute":
+                    self._failed(core)
                     raise web.HTTPInternalServerError(text=json.dumps(_error(str(exc), "KVTransferError")),
                                                       content_type="application/json") from exc
                 log.warning("%s; recomputing the prompt locally", exc)
-        elif self.prefix.enabled:
-            hashes = textgen.block_hashes(self.cfg.model, tokens, profiles.BLOCK_SIZE)
-            hits = await self.prefix.lookup(hashes)
-            self.m.prefix_queries.labels(**labels).inc(len(tokens))
-            self.m.prefix_hits.labels(**labels).inc(hits * profiles.BLOCK_SIZE)
-            loaded = hits * profiles.BLOCK_SIZE
-            need = len(tokens) - loaded
-            self.prefix.backup(hashes, skip=hits)
+        elif self.pool is not None and self.pool.loads:
+            self.m.external_queries.labels(**labels).inc(n)
+            rest = hashes[local:]
+            found = await self.pool.lookup(rest)
+            try:
+                loaded = await self.pool.load(rest[:found])
+            except PoolLoadError as exc:
+                if self.cfg.kv_load_failure_policy != "recompute":
+                    self._failed(core)
+                    raise web.HTTPInternalServerError(text=json.dumps(_error(str(exc), "KVTransferError")),
+                                                      content_type="application/json") from exc
+                log.warning("%s; recomputing from block %d", exc, local + exc.loaded)
+                loaded = exc.loaded
+            self.m.external_hits.labels(**labels).inc(loaded * profiles.BLOCK_SIZE)
+            need -= loaded * profiles.BLOCK_SIZE
+        else:
+            need = max(need, 1)  # vLLM recomputes at least the last prompt token, whatever the caches hold
         req = Request(request_id=request_id, tokens=tokens, max_tokens=max_tokens, need_prefill_tokens=need,
-                      load_tokens=loaded, script=self._script(body, chat))
+                      load_tokens=loaded * profiles.BLOCK_SIZE, script=self._script(body, chat))
+        req.on_prefilled.append(lambda: self._after_prefill(core, hashes, skip=local + loaded))
         core.submit(req)
         out_params = None
-        if params.get("do_remote_decode") and self.cfg.kv_role in ("kv_producer", "kv_both"):
-            out_params = self._hold_kv(request_id, req, core)
+        if params.get("do_remote_decode") and self.cfg.kv_connector and self.cfg.kv_role in ("kv_producer",
+                                                                                            "kv_both"):
+            out_params = self._hold_kv(request_id, req, core, hashes)
         return req, core, out_params
+
+    def _after_prefill(self, core: EngineCore, hashes: list[str], skip: int) -> None:
+        """The prompt's blocks now sit in this core's cache; the pool gets those it lacks, in the background."""
+        if core.prefix:
+            core.prefix.insert(hashes)
+        if self.pool is not None and self.pool.puts:
+            self.pool.backup(hashes[skip:])
+
+    def _failed(self, core: EngineCore) -> None:
+        self.m.success.labels(**core.labels, finished_reason="error").inc()
 
     def _script(self, body: dict, chat: bool) -> list[tuple[int, str]] | None:
         """The answer book's reply, token by token, when the request asks one of its questions. P and D both
@@ -151,10 +229,9 @@ class Engine:
         reply = self.cfg.answers.reply(answers.asked_text(body, chat)) if self.cfg.answers else None
         return textgen.scripted_tokens(reply) if reply else None
 
-    def _hold_kv(self, request_id: str, req: Request, core: EngineCore) -> dict:
+    def _hold_kv(self, request_id: str, req: Request, core: EngineCore, hashes: list[str]) -> dict:
         tokens = req.tokens
         size = profiles.held_bytes(self.cfg.profile, len(tokens))
-        hashes = textgen.block_hashes(self.cfg.model, tokens, profiles.BLOCK_SIZE)
         nblocks = -(-len(tokens) // profiles.BLOCK_SIZE)
         # Deterministic bytes: full blocks from their prefix hash, the tail from the whole prompt.
         seed = hashes + [hashlib.sha256(str(tokens).encode()).hexdigest()[:32]] * (nblocks - len(hashes))
@@ -210,9 +287,13 @@ def build_app(engine: Engine) -> web.Application:
         if body.get("stream"):
             return await _stream(request, engine, core, req, body, chat, model, out_params)
         text, finish = [], None
-        while (item := await req.out.get()) is not FINISHED:
-            text.append(item[1])
-            finish = item[2]
+        try:
+            while (item := await req.out.get()) is not FINISHED:
+                text.append(item[1])
+                finish = item[2]
+        except asyncio.CancelledError:  # the client went away
+            core.abort(req)
+            raise
         prompt_n, gen_n = len(req.tokens), req.generated
         choice = ({"index": 0, "message": {"role": "assistant", "content": "".join(text)},
                    "finish_reason": finish, "stop_reason": None} if chat else

@@ -56,9 +56,11 @@ def chat_prompt(messages: list[dict]) -> str:
     return " ".join(parts) + " <|assistant|>"
 
 
-def block_hashes(model: str, tokens: list[int], block_size: int) -> list[str]:
-    """Chained hashes of full blocks, like vLLM's prefix-cache block hashes."""
-    hashes, parent = [], model.encode()
+def block_hashes(model: str, tokens: list[int], block_size: int, seed: str = "") -> list[str]:
+    """Chained hashes of full blocks, like vLLM's prefix-cache block hashes. `seed` plays vLLM's NONE_HASH (the
+    parent of the first block): hash(PYTHONHASHSEED) when that is set, random per process otherwise, so two
+    processes agree on a prompt's block hashes only when both run with the same PYTHONHASHSEED."""
+    hashes, parent = [], model.encode() + (b"\0" + seed.encode() if seed else b"")
     for start in range(0, len(tokens) - block_size + 1, block_size):
         chunk = ",".join(map(str, tokens[start:start + block_size])).encode()
         parent = hashlib.sha256(parent + chunk).digest()

@@ -58,3 +58,66 @@ def ssh_run(client, command, timeout=20):
     out = channel.makefile().read().decode()
     err = channel.makefile_stderr().read().decode()
     return channel.recv_exit_status(), out, err
+
+
+def post(url, body, timeout=20, headers=None):
+    import json
+
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json", **(headers or {})})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def metric(url, name, **labels):
+    """Sum of a metric's samples at url (an engine's base URL, or a full /metrics URL) whose labels match."""
+    text = urllib.request.urlopen(url if url.endswith("/metrics") else url + "/metrics", timeout=5).read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            if all(f'{k}="{v}"' in line for k, v in labels.items()):
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def wait_until(predicate, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout}s")
+        time.sleep(0.05)
+
+
+def start_mooncake_master(spawn, host, log_dir):
+    """A real mooncake_master with the flags the deployment renders; returns (rpc address, metrics URL)."""
+    import sys
+
+    rpc, metrics_port = free_port(host), free_port(host)
+    spawn([sys.executable, str(Path(sys.executable).parent / "mooncake_master"), "--port", str(rpc),
+           "--rpc_address", host, "--metrics_host", host, "--metrics_port", str(metrics_port),
+           "--default_kv_lease_ttl", "5000", "--client_ttl", "10", "--logtostderr=true"],
+          None, log_dir / f"mooncake-master-{rpc}.log")
+    url = f"http://{host}:{metrics_port}/metrics"
+    wait_http(url, timeout=15)
+    return f"{host}:{rpc}", url
+
+
+def write_mooncake_json(path, master):
+    """The file the control plane renders (docs/ascend-pd-launch-facts.md §3.2 keys)."""
+    import json
+
+    path.write_text(json.dumps({"metadata_server": "P2PHANDSHAKE", "protocol": "ascend", "device_name": "",
+                                "master_server_address": master, "global_segment_size": "1GB",
+                                "preferred_segment": False, "prefer_alloc_in_same_node": True}))
+    return path
+
+
+def pool_kv_config(role, kv_port, lookup_rpc_port, backend="mooncake", tp=(1, 1), **store_extra):
+    """MultiConnector = MooncakeConnectorV1 + AscendStoreConnector, as the control plane renders it."""
+    p2p = {"kv_connector": "MooncakeConnectorV1", "kv_role": role, "kv_port": str(kv_port),
+           "kv_connector_extra_config": {"prefill": {"dp_size": 1, "tp_size": tp[0]},
+                                         "decode": {"dp_size": 1, "tp_size": tp[1]}}}
+    store = {"kv_connector": "AscendStoreConnector", "kv_role": role,
+             "kv_connector_extra_config": {"backend": backend, "lookup_rpc_port": str(lookup_rpc_port),
+                                           **store_extra}}
+    return {"kv_connector": "MultiConnector", "kv_role": role,
+            "kv_connector_extra_config": {"connectors": [p2p, store]}}
