@@ -64,21 +64,9 @@ def _services(spec: dict, state_dir: Path, pids: dict) -> dict:
              f"-rpc_port={rpc}", f"-metrics_host={host}", f"-metrics_port={metrics}",
              "-default_kv_lease_ttl=5000", "-client_ttl=10", "-logtostderr=true"],
             state_dir / "mooncake_master.log", env)
-        master_sock = state_dir / "mooncake-master.sock"
-        pids["relay"] = procs.spawn([sys.executable, "-m", "simcluster.relay", "--unix", str(master_sock),
-                                     "--tcp", f"{host}:{rpc}"], state_dir / "relay.log", env)
-        pool_sock = state_dir / "kvpool.sock"
-        pool_sock.unlink(missing_ok=True)
-        procs.wait_for(lambda: _port_open(host, metrics) and master_sock.exists(), 15, "mooncake_master")
-        # unshare execs sh, sh execs python: the recorded PID is the agent's.
-        agent = (f"ip link set lo up; exec {sys.executable} -m simcluster.kvpool --socket {pool_sock} "
-                 f"--master-socket {master_sock} --master 127.0.0.1:{rpc}")
-        pids["kvpool"] = procs.spawn(["unshare", "-n", "sh", "-c", agent], state_dir / "kvpool.log", env)
-        procs.wait_for(lambda: pool_sock.exists() or not pid_alive(pids["kvpool"]), 20, "kvpool agent")
-        if not pid_alive(pids["kvpool"]):
-            print(f"warning: Mooncake pool agent failed, see {state_dir / 'kvpool.log'}", file=sys.stderr)
-        else:
-            out["kvpool_socket"] = str(pool_sock)
+        # Engines join it themselves: an AscendStoreConnector with the mooncake backend starts its own store
+        # client for the master its mooncake.json names (simcluster/kvpool.py).
+        procs.wait_for(lambda: _port_open(host, metrics), 15, "mooncake_master")
         out["mooncake_master"] = f"{host}:{rpc}"
         out["mooncake_metrics"] = f"http://{host}:{metrics}/metrics"
     return out
@@ -111,9 +99,7 @@ def up(spec: dict, state_dir: Path = DEFAULT_STATE_DIR) -> dict:
             ndir = state_dir / "nodes" / n["name"]
             (ndir / "engines").mkdir(parents=True, exist_ok=True)
             nodestate.write_json(ndir / "node.json", {
-                "name": n["name"], "address": n["address"], "hardware": n["hardware"], "role": n.get("role", ""),
-                "ascendstore": services.get("ascendstore", []), "kvpool_socket": services.get("kvpool_socket"),
-                "mooncake_master": services.get("mooncake_master")})
+                "name": n["name"], "address": n["address"], "hardware": n["hardware"], "role": n.get("role", "")})
             node = start_ssh_node(n["name"], n["address"], n["ssh_port"], ndir, public, bin_dir=bin_dir)
             (ndir / "engines").chmod(0o777)
             pids[f"sshd:{n['name']}"] = node.pid

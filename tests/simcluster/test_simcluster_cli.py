@@ -1,4 +1,5 @@
-"""`python -m simcluster up` / `down` end to end: inventory, SSH, vllm shim, npu-smi, pool metrics, nothing left."""
+"""`python -m simcluster up` / `down` end to end: inventory, SSH, vllm shim, npu-smi, the engine (as the login user)
+in the Mooncake pool its mooncake.json names, nothing left."""
 
 import json
 import subprocess
@@ -7,7 +8,7 @@ import time
 import urllib.request
 
 import yaml
-from simtest_helpers import REPO, free_port, sim_env, ssh_connect, ssh_run, wait_http
+from simtest_helpers import REPO, free_port, pool_kv_config, sim_env, ssh_connect, ssh_run, wait_http
 
 from simcluster.sshnode import pid_alive
 
@@ -42,17 +43,25 @@ def test_up_serves_a_pd_request_over_ssh_and_down_leaves_nothing(state_root):
         assert nodes["p0"]["npu_count"] == 16 and nodes["d0"]["npu_count"] == 8 and nodes["proxy"]["npu_count"] == 0
         key = inv["credentials"][0]["private_key_file"]
         p0 = ssh_connect("127.0.10.140", 22, nodes["p0"]["host_key"], key)
-        kv = json.dumps({"kv_connector": "MooncakeConnectorV1", "kv_role": "kv_producer", "kv_port": "30000",
-                         "kv_connector_extra_config": {"prefill": {"dp_size": 1, "tp_size": 4},
-                                                       "decode": {"dp_size": 1, "tp_size": 1}}})
-        # What the control plane sends: detached start, pid file written by the child itself.
+        kv = json.dumps(pool_kv_config("kv_producer", 30000, 0, tp=(4, 1)))
+        mooncake = json.dumps({"metadata_server": "P2PHANDSHAKE", "protocol": "ascend", "device_name": "",
+                               "master_server_address": f"{SVC}:{spec['services']['mooncake_rpc_port']}",
+                               "global_segment_size": "1GB", "preferred_segment": False,
+                               "prefer_alloc_in_same_node": True})
+        # What the control plane sends: mooncake.json into the run dir, then a detached start with the pool's env,
+        # pid file written by the child itself. The engine runs as the unprivileged login user and starts its own
+        # Mooncake store client (unshare -rn) for the master mooncake.json names: `up`'s.
         rc, out, err = ssh_run(p0, "mkdir -p $SIMCLUSTER_NODE_DIR/run; cd $SIMCLUSTER_NODE_DIR/run; "
+                               f"printf '%s' '{mooncake}' > mooncake.json; "
+                               "export PYTHONHASHSEED=0 MOONCAKE_CONFIG_PATH=$PWD/mooncake.json; "
                                "ASCEND_RT_VISIBLE_DEVICES=4,5,6,7 SIMCLUSTER_STARTUP_S=0 setsid nohup sh -c "
                                "'echo $$ > p.pid; exec vllm serve /m --host 0.0.0.0 --port 7100 -tp 4 "
                                f"--kv-transfer-config '\\''{kv}'\\''' > p.log 2>&1 < /dev/null & sleep 0.2; cat p.pid")
         assert rc == 0, err
         engine_pid = int(out.split()[0])
         wait_http("http://127.0.10.140:7100/health", timeout=20)
+        rc, seen, _ = ssh_run(p0, f"ps -o user= -p {engine_pid}; ls $SIMCLUSTER_NODE_DIR")
+        assert seen.split()[0] == "simnode" and "lookup_rpc_port_0_dp_rank0" in seen, seen
         rc, smi, _ = ssh_run(p0, "npu-smi info")
         assert f"| {engine_pid:<14}|" in smi and smi.count(str(engine_pid)) == 4
         body = json.dumps({"model": "/m", "prompt": " ".join(["a"] * 300), "max_tokens": 1,
