@@ -669,7 +669,9 @@ function drawPoolRow(layer, b, v, live) {
   const mode = poolOf.get(b.inst.id);
   const read = v && (v.status === "ok" || v.status === "partial");
   const idle = mode === "holds pool memory" ? "pool: only lends it memory (no load, no put)"
-    : read ? "pool: no figures (the engines export none)" : "pool: —";
+    : !read ? "pool: —"
+      : b.inst.role === "decode" ? `pool: ${mode} (its connector counts mix in the KV from Prefill)`
+        : "pool: no figures (the engines export none)";
   const str = parts.length ? `pool: ${parts.join(" · ")}` : idle;
   if (mode) tipText += `\n(${b.inst.role}: ${mode})`;
   const line = text(g, b.x + 8, y + 11, str, { class: `live-text live-pool-text${parts.length ? "" : " muted"}` });

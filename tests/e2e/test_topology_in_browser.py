@@ -255,3 +255,81 @@ def test_the_mindie_layout_draws_instances_over_their_nodes_with_the_pool_hits(l
         assert errors == []
     finally:
         web_cache.delete_many([live_key(pk), history_key(pk)])
+
+
+def test_a_spanning_deployment_on_the_simulated_cluster_shows_its_pool_hits(live_stack, browser, sim, run_dir,
+                                                                            monkeypatch):
+    """Issue 11's finish line: deployed on the simulated cluster with the vllm-ascend rendering (p0 over node0 and
+    node1, the second headless; d0 over node2 and node3; a Mooncake pool), requests that share a prefix, two real
+    scrape rounds: the picture draws both instances over their nodes and the pool's hits."""
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.cache.backends.redis import RedisCache
+    from playwright.sync_api import expect
+
+    from apps.accounts.roles import Role, set_role
+    from apps.deployments.models import Process
+    from apps.deployments.services import deployment_create, deployment_deploy, deployment_stop
+    from apps.inventory.models import Cluster
+    from apps.inventory.services import inventory_import
+    from apps.jobs import tasks
+    from apps.jobs.runner import run_job
+    from apps.telemetry.live import history_point
+    from apps.telemetry.selectors import history_key, live_key
+    from apps.telemetry.services import deployment_scrape
+    from tests.deployments.simdeploy import topology_yaml
+    from tests.e2e.conftest import E2E_REDIS
+    from tests.telemetry.spanning_sim import share_a_prefix, spanning
+
+    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)  # this test runs its jobs itself
+    inventory_import(Path(sim["inventory"]).read_text(), allow_key_files=True)
+    viewer = get_user_model().objects.create_user("watcher", password="e2e-password-123")
+    set_role(viewer, Role.VIEWER)
+    operator = get_user_model().objects.create_user("ops", password="e2e-password-123")
+    set_role(operator, Role.OPERATOR)
+    deployment = deployment_create(name="pool-sim", cluster=Cluster.objects.get(name="reference"), user=operator,
+                                   yaml_text=topology_yaml(run_dir, edit=spanning))
+    web_cache = RedisCache(E2E_REDIS, {"KEY_PREFIX": settings.PDCP_NAMESPACE})
+    try:
+        job = deployment_deploy(deployment=deployment, user=operator)
+        run_job(job.pk)
+        job.refresh_from_db()
+        assert job.status == "successful", job.explanation
+
+        def scrape():
+            return deployment_scrape(deployment, list(Process.objects.filter(deployment=deployment, state="running")))
+
+        rounds = [scrape()]
+        rounds.append(share_a_prefix(deployment, scrape))
+        assert rounds[-1]["pool"]["hit_rate_total"], rounds[-1]["pool"]
+        web_cache.set_many({live_key(deployment.pk): rounds[-1],
+                            history_key(deployment.pk): [history_point(r) for r in rounds]}, timeout=60)
+
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{live_stack}/login/")
+        page.fill("input[name=username]", "watcher")
+        page.fill("input[name=password]", "e2e-password-123")
+        page.click("button[type=submit]")
+        page.goto(f"{live_stack}/deployments/{deployment.pk}/")
+
+        frames = page.locator("#topology .topo-frame")
+        expect(frames).to_have_count(2, timeout=15000)
+        assert frames.evaluate_all("els => els.map(e => e.dataset.nodes)") == ["node0 node1", "node2 node3"]
+        expect(page.locator("#topology .topo-frame[data-instance=p0]")).to_have_attribute("data-state", "running")
+        assert page.locator("#topology .topo-slice[data-headless='1']").evaluate_all(
+            "els => els.map(e => e.dataset.node)") == ["node1"]
+        expect(page.locator("#topology .live-pool[data-instance=p0]")).to_contain_text("% hit")
+        service = page.locator("#topology .live-pool-service[data-key=kv-pool]")
+        expect(service).to_contain_text("keys")
+        expect(service).to_contain_text("hits ")
+        expect(page.locator("#topology .live-pool[data-instance=d0]")).to_contain_text("pool: load (its connector")
+        page.locator("#topology").screenshot(path="/tmp/topology-sim-pool.png")
+        assert errors == []
+    finally:
+        web_cache.delete_many([live_key(deployment.pk), history_key(deployment.pk)])
+        stopped = deployment_stop(deployment=deployment, user=operator)
+        run_job(stopped.pk)
+        stopped.refresh_from_db()
+        assert stopped.status == "successful", stopped.explanation

@@ -1,0 +1,102 @@
+"""Issue 11's finish line for telemetry, on the simulated cluster (127.0.10.220-.225): the reference topology with a
+Mooncake pool, p0 over node0 and node1 (internal DP, node1 headless) and d0 over node2 and node3 (external DP),
+deployed with the vllm-ascend rendering; two scrape rounds around requests that share a prefix put the pool's hits
+in the live state and the topology snapshot, the spanning instances drawn over their nodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from spanning_sim import share_a_prefix, spanning
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+FIRST = 220
+
+
+@pytest.fixture(scope="module")
+def sim():
+    from tests.deployments.simdeploy import start_cluster, stop_cluster
+
+    state_dir, state = start_cluster(FIRST)
+    try:
+        yield state
+    finally:
+        stop_cluster(state_dir)
+
+
+@pytest.fixture(autouse=True)
+def no_celery(monkeypatch):
+    from apps.jobs import tasks
+
+    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
+
+
+@pytest.fixture
+def run_dir():
+    from tests.deployments.simdeploy import new_run_dir, remove_run_dir
+
+    path = new_run_dir()
+    yield path
+    remove_run_dir(path)
+
+
+def run(starter, deployment, user):
+    from apps.jobs.models import Job
+    from apps.jobs.runner import run_job
+
+    job = starter(deployment=deployment, user=user)
+    run_job(job.pk)
+    return Job.objects.get(pk=job.pk)
+
+
+def test_pool_hits_of_a_spanning_deployment_reach_the_live_state_and_the_picture(sim, transactional_db, make_user,
+                                                                                  run_dir):
+    from apps.deployments.models import Process
+    from apps.deployments.services import deployment_create, deployment_deploy, deployment_stop
+    from apps.inventory.models import Cluster
+    from apps.inventory.services import inventory_import
+    from apps.telemetry.scrape import OK
+    from apps.telemetry.services import deployment_scrape
+    from apps.telemetry.topology_snapshot import topology_snapshot
+    from tests.deployments.simdeploy import topology_yaml
+
+    inventory_import(Path(sim["inventory"]).read_text(), allow_key_files=True)
+    operator = make_user("operator", "op")
+    deployment = deployment_create(name="pool-live", cluster=Cluster.objects.get(name="reference"), user=operator,
+                                   yaml_text=topology_yaml(run_dir, edit=spanning))
+    try:
+        job = run(deployment_deploy, deployment, operator)
+        assert job.status == "successful", job.explanation
+
+        def scrape():
+            rows = list(Process.objects.filter(deployment=deployment, state="running"))
+            return deployment_scrape(deployment, rows)
+
+        first = scrape()
+        targets = {t["key"]: t["status"] for t in first["targets"]}
+        # The headless p0-n1 has no API server: not a target; p0's head and every d0 rank and the master are.
+        assert "p0-n1" not in targets and targets["p0"] == OK and targets["kv-pool"] == OK
+        assert [targets[f"d0-dp{r}"] for r in range(8)] == [OK] * 8
+
+        live = share_a_prefix(deployment, scrape)
+
+        pool = live["services"]["kv-pool"]
+        assert pool["status"] == OK and pool["key_count"] > 0 and pool["puts"] > 0, pool
+        assert pool["lookups"] > 0 and pool["loads"] > 0 and pool["lookup_s"] is not None, pool
+        p0 = live["instances"]["p0"]
+        assert p0["connector_hit_rate_total"] > 0 and live["pool"]["hit_rate_total"] == p0["connector_hit_rate_total"]
+        print(f"\npool: {pool['key_count']:.0f} keys, {pool['lookups']:.0f} looked up, {pool['loads']:.0f} loaded; "
+              f"Prefill connector hits {p0['connector_hit_rate_total']:.0%} since start")
+
+        snap = topology_snapshot(deployment)
+        insts = {i["name"]: i for i in snap["instances"]}
+        assert insts["p0"]["nodes"] == ["node0", "node1"] and insts["d0"]["nodes"] == ["node2", "node3"]
+        assert [s["headless"] for s in insts["p0"]["slices"]] == [False, True]
+        assert {n["name"]: (n["span"] or {}).get("instance") for n in snap["nodes"] if n["dies"]} == {
+            "node0": "p0", "node1": "p0", "node2": "d0", "node3": "d0"}
+        assert snap["live"]["services"]["kv-pool"]["loads"] == pool["loads"]
+        assert snap["live"]["pool"]["master"] == "kv-pool"
+    finally:
+        stopped = run(deployment_stop, deployment, operator)
+        assert stopped.status == "successful", stopped.explanation
