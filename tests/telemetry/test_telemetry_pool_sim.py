@@ -1,4 +1,4 @@
-"""Issue 11's finish line for telemetry, on the simulated cluster (127.0.10.220-.225): the reference topology with a
+"""Issue 11's finish line for telemetry, on the simulated cluster (127.0.10.244-.249): the reference topology with a
 Mooncake pool, p0 over node0 and node1 (internal DP, node1 headless) and d0 over node2 and node3 (external DP),
 deployed with the vllm-ascend rendering; two scrape rounds around requests that share a prefix put the pool's hits
 in the live state and the topology snapshot, the spanning instances drawn over their nodes."""
@@ -11,7 +11,7 @@ import pytest
 from spanning_sim import share_a_prefix, spanning
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
-FIRST = 220
+FIRST = 244
 
 
 @pytest.fixture(scope="module")
