@@ -173,6 +173,32 @@ def test_segment_sizes_parse_like_vllm_ascend():
         poolconfig.parse_size([1])
 
 
+def test_mooncake_env_overrides_the_file_and_the_segment_is_scaled_down(tmp_path):
+    path = mooncake_file(tmp_path, local_buffer_size="512MB")
+    pool = poolconfig.mooncake({"MOONCAKE_CONFIG_PATH": path})
+    assert pool.master == "127.0.10.135:1" and pool.global_segment_size == 1 << 30
+    assert pool.sim_segment_size == 64 << 20 and pool.sim_local_buffer == 16 << 20
+    assert pool.prefer_alloc_in_same_node is True and pool.preferred_segment is False  # vllm-ascend's defaults
+    pool = poolconfig.mooncake({"MOONCAKE_CONFIG_PATH": path, "MOONCAKE_MASTER": "127.0.10.2:50088",
+                                "MOONCAKE_GLOBAL_SEGMENT_SIZE": "256MB"})
+    assert pool.master == "127.0.10.2:50088" and pool.global_segment_size == 256 << 20
+    assert pool.sim_segment_size == 16 << 20
+
+
+def test_mmc_local_conf_names_the_ring_or_falls_back_to_the_meta_service(tmp_path):
+    conf = tmp_path / "mmc-local.conf"
+    conf.write_text("# MemCache local service\nock.mmc.meta_service_url = tcp://127.0.10.2:5000\n"
+                    "ock.mmc.local_service.protocol = device_sdma\n")
+    pool = poolconfig.memcache({"MMC_LOCAL_CONFIG_PATH": str(conf)})
+    assert pool.servers == ["127.0.10.2:5000"] and pool.replicas == 1
+    conf.write_text(conf.read_text() + "simcluster.ring = 127.0.10.2:11211, 127.0.10.3:11211\n")
+    pool = poolconfig.memcache({"MMC_LOCAL_CONFIG_PATH": str(conf)})
+    assert pool.servers == ["127.0.10.2:11211", "127.0.10.3:11211"] and pool.replicas == 2
+    conf.write_text(conf.read_text() + "simcluster.replicas = 0\n")
+    with pytest.raises(KVConfigError, match="simcluster.replicas must be a positive integer"):
+        poolconfig.memcache({"MMC_LOCAL_CONFIG_PATH": str(conf)})
+
+
 # -- the Mooncake pool ------------------------------------------------------------------------------------
 
 def test_prefill_and_decode_share_the_mooncake_pool_their_mooncake_json_names(spawn, state_root):
