@@ -281,3 +281,9 @@ def test_instance_env_overrides_defaults(fixed_data, nodes):
     p0 = build_plan(spec_from_dict(fixed_data), nodes).stages[1].processes[0]
     assert p0.launch.env["HCCL_BUFFSIZE"] == "1024"
     assert p0.launch.env["VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"] == "600"
+
+
+def test_prefer_local_false_lets_another_prefill_load_a_dead_ones_blocks(fixed_data, nodes):
+    fixed_data["kv_pool"]["prefer_local"] = False
+    p0 = next(p for p in build_plan(spec_from_dict(fixed_data), nodes).processes if p.key == "p0-dp0")
+    assert json.loads(p0.launch.files[0].content)["prefer_alloc_in_same_node"] is False

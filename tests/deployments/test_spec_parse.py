@@ -242,3 +242,14 @@ def test_bad_new_fields_name_their_path(fixed_data):
     assert errors_of(fixed_data)["kv_pool.protocol"].startswith("expected one of device_sdma, device_rdma")
     fixed_data["kv_pool"] = {"node": "proxy", "protocol": "device_sdma"}
     assert errors_of(fixed_data)["kv_pool.protocol"].startswith("only the memcache backend takes protocol")
+
+
+def test_prefer_local_round_trips_and_only_mooncake_takes_it(fixed_data):
+    from apps.deployments.topology import spec_to_dict
+    fixed_data["kv_pool"]["prefer_local"] = False
+    spec = spec_from_dict(fixed_data)
+    assert spec_to_dict(spec)["kv_pool"]["prefer_local"] is False and spec_from_dict(spec_to_dict(spec)) == spec
+    fixed_data["kv_pool"]["prefer_local"] = True
+    assert "prefer_local" not in spec_to_dict(spec_from_dict(fixed_data))["kv_pool"]  # the guide's value stays implicit
+    fixed_data["kv_pool"] = {"node": "proxy", "backend": "memcache", "prefer_local": False}
+    assert errors_of(fixed_data)["kv_pool.prefer_local"].startswith("only the mooncake backend")

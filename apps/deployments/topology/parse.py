@@ -343,7 +343,7 @@ _POOL_DEFAULT_PORTS = {"mooncake": (50088, 9003), "memcache": (5000, 8000)}
 def _kv_pool(errors, data) -> KvPoolSpec:
     r = _Reader(errors, data, "kv_pool", ("node",),
                 ("backend", "rpc_port", "metrics_port", "config_store_port", "segment_size", "protocol",
-                 "install_path", "load_failure_policy", "consumer_is_to_load", "consumer_is_to_put"))
+                 "install_path", "load_failure_policy", "consumer_is_to_load", "consumer_is_to_put", "prefer_local"))
     backend = r.text("backend", "mooncake", POOL_BACKENDS)
     rpc, metrics = _POOL_DEFAULT_PORTS.get(backend, _POOL_DEFAULT_PORTS["mooncake"])
     size = r.text("segment_size", "1GB")
@@ -361,13 +361,15 @@ def _kv_pool(errors, data) -> KvPoolSpec:
         for key in ("protocol", "install_path", "config_store_port"):
             if key in r.data:
                 r.bad(key, f"only the memcache backend takes {key}; Mooncake on NPUs always uses protocol ascend")
+    elif "prefer_local" in r.data:
+        r.bad("prefer_local", "only the mooncake backend takes prefer_local (mooncake.json prefer_alloc_in_same_node)")
     return KvPoolSpec(
         node=r.text("node", ""), backend=backend, rpc_port=r.port("rpc_port", rpc),
         metrics_port=r.port("metrics_port", metrics), config_store_port=r.port("config_store_port", 6000),
         segment_size=size, protocol=protocol, install_path=install_path,
         load_failure_policy=r.text("load_failure_policy", None, LOAD_FAILURE_POLICIES),
         consumer_is_to_load=r.boolean("consumer_is_to_load", False),
-        consumer_is_to_put=r.boolean("consumer_is_to_put", False))
+        consumer_is_to_put=r.boolean("consumer_is_to_put", False), prefer_local=r.boolean("prefer_local", True))
 
 
 def _store(errors, data) -> StoreSpec:

@@ -27,8 +27,13 @@ def _plain(value: Any) -> Any:
     if isinstance(value, EnvExtend):
         out = {k: v for k, v in (("prepend", value.prepend), ("append", value.append)) if v}
         return out if value.separator == ":" else {**out, "separator": value.separator}
-    if isinstance(value, KvPoolSpec) and value.backend != "memcache":
-        return {k: v for k, v in _fields(value).items() if k not in ("config_store_port", "protocol", "install_path")}
+    if isinstance(value, KvPoolSpec):
+        memcache_only = ("config_store_port", "protocol", "install_path")
+        # prefer_local only when it differs from the guide's value, so a form that keeps it cannot carry it into a
+        # memcache pool by accident.
+        drop = ("prefer_local",) if value.backend == "memcache" or value.prefer_local else ()
+        return {k: v for k, v in _fields(value).items() if k not in drop + (() if value.backend == "memcache"
+                                                                             else memcache_only)}
     if is_dataclass(value):
         return _fields(value)
     if isinstance(value, tuple | list):

@@ -141,6 +141,9 @@ class KvPoolSpec:
     load_failure_policy: str | None = None  # kv_load_failure_policy; None leaves vLLM's default (fail)
     consumer_is_to_load: bool = False  # Decode instances also load prefix blocks from the pool
     consumer_is_to_put: bool = False  # Decode instances also put blocks (MLA models)
+    # mooncake.json prefer_alloc_in_same_node: true (the guide's value) keeps a Prefill's blocks in its own segment,
+    # so they die with it; false spreads them, so another Prefill can load a dead one's prefix (simcluster/README.md).
+    prefer_local: bool = True
 
 
 @dataclass(frozen=True)

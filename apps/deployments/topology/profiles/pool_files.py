@@ -20,7 +20,7 @@ def mooncake_json(pool: KvPoolSpec, pool_address: str) -> str:
         "master_server_address": f"{pool_address}:{pool.rpc_port}",
         "global_segment_size": pool.segment_size,
         "preferred_segment": False,
-        "prefer_alloc_in_same_node": True,
+        "prefer_alloc_in_same_node": pool.prefer_local,
     }
     return json.dumps(config, indent=2) + "\n"
 
