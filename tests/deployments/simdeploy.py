@@ -113,3 +113,38 @@ def remove_run_dir(path: str) -> None:
         os.kill(pid, signal.SIGKILL)
     shutil.rmtree(path, ignore_errors=True)
     assert not leftovers, f"processes left running in {path}: {leftovers}"
+
+
+def run_job_now(starter, deployment, user, **kwargs):
+    """Create a deployment job with `starter` (deployment_deploy, deployment_stop...) and run it in this process."""
+    from apps.jobs.models import Job
+    from apps.jobs.runner import run_job
+
+    params = {"health_timeout": 30, "stop_grace": 3, **kwargs.pop("params", {})}
+    job = starter(deployment=deployment, user=user, params=params, **kwargs)
+    run_job(job.pk)
+    return Job.objects.get(pk=job.pk)
+
+
+def cluster_fixture(first: int = FIRST):
+    """A module-scoped pytest fixture: the simulated reference cluster on 127.0.10.<first>..., yielding its state."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def sim():
+        state_dir, state = start_cluster(first)
+        try:
+            yield state
+        finally:
+            stop_cluster(state_dir)
+
+    return sim
+
+
+def import_inventory(state: dict):
+    """The simulated cluster's inventory in the database; returns its Cluster."""
+    from apps.inventory.models import Cluster
+    from apps.inventory.services import inventory_import
+
+    inventory_import(Path(state["inventory"]).read_text(), allow_key_files=True)
+    return Cluster.objects.get(name="reference")

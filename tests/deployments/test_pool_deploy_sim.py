@@ -13,26 +13,19 @@ from pathlib import Path
 
 import pytest
 from simdeploy import (
+    cluster_fixture,
+    import_inventory,
     new_run_dir,
     pids_in,
     processes_mentioning,
     remove_run_dir,
-    start_cluster,
-    stop_cluster,
+    run_job_now,
     topology_yaml,
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 FIRST = 200
-
-
-@pytest.fixture(scope="module")
-def sim():
-    state_dir, state = start_cluster(FIRST)
-    try:
-        yield state_dir, state
-    finally:
-        stop_cluster(state_dir)
+sim = cluster_fixture(FIRST)
 
 
 @pytest.fixture(autouse=True)
@@ -44,12 +37,7 @@ def no_celery(monkeypatch):
 
 @pytest.fixture
 def inventory(sim, transactional_db):
-    from apps.inventory.models import Cluster
-    from apps.inventory.services import inventory_import
-
-    _state_dir, state = sim
-    inventory_import(Path(state["inventory"]).read_text(), allow_key_files=True)
-    return Cluster.objects.get(name="reference")
+    return import_inventory(sim)
 
 
 @pytest.fixture
@@ -66,15 +54,6 @@ def spanning_decode(data: dict) -> None:
     del d0["node"]
     d0.update(nodes=["node2", "node3"], dp=8)
     data["kv_pool"]["consumer_is_to_load"] = True
-
-
-def run(starter, deployment, user, **kwargs):
-    from apps.jobs.models import Job
-    from apps.jobs.runner import run_job
-
-    job = starter(deployment=deployment, user=user, **kwargs)
-    run_job(job.pk)
-    return Job.objects.get(pk=job.pk)
 
 
 def post(url: str, body: dict) -> dict:
@@ -100,7 +79,7 @@ def test_pool_and_spanning_instance_deploy_serve_share_prefixes_and_stop_clean(i
     operator = make_user("operator", "op")
     deployment = deployment_create(name="pool", cluster=inventory, user=operator,
                                    yaml_text=topology_yaml(run_dir, edit=spanning_decode))
-    job = run(deployment_deploy, deployment, operator)
+    job = run_job_now(deployment_deploy, deployment, operator)
     assert job.status == "successful", job.explanation
     keys = set(Process.objects.filter(deployment=deployment).values_list("key", flat=True))
     assert {f"d0-dp{r}" for r in range(8)} <= keys and "kv-pool" in keys and len(keys) == 12
@@ -133,7 +112,7 @@ def test_pool_and_spanning_instance_deploy_serve_share_prefixes_and_stop_clean(i
     assert pool_hits() > hits_before
     print(f"\npool keys {keys_before:.0f} -> {keys_after:.0f}; pool hits {hits_before:.0f} -> {pool_hits():.0f} tokens")
 
-    stopped = run(deployment_stop, deployment, operator)
+    stopped = run_job_now(deployment_stop, deployment, operator)
     assert stopped.status == "successful", stopped.explanation
     assert not processes_mentioning(run_dir) and not pids_in(run_dir)
     assert not config.exists(), "stop leaves the launch files behind"

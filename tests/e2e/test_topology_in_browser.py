@@ -41,20 +41,26 @@ def reference_deployment():
     return deployment
 
 
+def open_as_watcher(browser, live_stack: str, pk: int):
+    """The deployment page as the viewer `watcher`, with the page's script errors collected."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{live_stack}/login/")
+    page.fill("input[name=username]", "watcher")
+    page.fill("input[name=password]", "e2e-password-123")
+    page.click("button[type=submit]")
+    page.goto(f"{live_stack}/deployments/{pk}/")
+    return page, errors
+
+
 def test_the_detail_page_draws_the_reference_topology(live_stack, browser, reference_deployment, tmp_path):
     from playwright.sync_api import expect
 
     from apps.deployments.models import Process
     from apps.jobs.models import Job
 
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(f"{live_stack}/login/")
-    page.fill("input[name=username]", "watcher")
-    page.fill("input[name=password]", "e2e-password-123")
-    page.click("button[type=submit]")
-    page.goto(f"{live_stack}/deployments/{reference_deployment.pk}/")
+    page, errors = open_as_watcher(browser, live_stack, reference_deployment.pk)
 
     svg = page.locator("#topology svg.topology-svg")
     expect(svg).to_be_visible(timeout=15000)
@@ -122,14 +128,7 @@ def test_instances_show_a_sparkline_of_their_token_rate(live_stack, browser, ref
     pk = reference_deployment.pk
     web_cache.set_many({live_key(pk): rounds[-1], history_key(pk): [history_point(r) for r in rounds]}, timeout=60)
     try:
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{live_stack}/login/")
-        page.fill("input[name=username]", "watcher")
-        page.fill("input[name=password]", "e2e-password-123")
-        page.click("button[type=submit]")
-        page.goto(f"{live_stack}/deployments/{pk}/")
+        page, errors = open_as_watcher(browser, live_stack, pk)
 
         d0 = page.locator("#topology .live-instance[data-instance=d0] .sparkline path.spark-line")
         expect(d0).to_have_count(1, timeout=15000)
@@ -188,14 +187,7 @@ def test_the_mindie_layout_draws_instances_over_their_nodes_with_the_pool_hits(l
     pk = mindie_deployment.pk
     web_cache.set_many({live_key(pk): rounds[-1], history_key(pk): [history_point(r) for r in rounds]}, timeout=60)
     try:
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{live_stack}/login/")
-        page.fill("input[name=username]", "watcher")
-        page.fill("input[name=password]", "e2e-password-123")
-        page.click("button[type=submit]")
-        page.goto(f"{live_stack}/deployments/{pk}/")
+        page, errors = open_as_watcher(browser, live_stack, pk)
 
         frames = page.locator("#topology .topo-frame")
         expect(frames).to_have_count(5, timeout=15000)
@@ -305,14 +297,7 @@ def test_a_spanning_deployment_on_the_simulated_cluster_shows_its_pool_hits(live
         web_cache.set_many({live_key(deployment.pk): rounds[-1],
                             history_key(deployment.pk): [history_point(r) for r in rounds]}, timeout=60)
 
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{live_stack}/login/")
-        page.fill("input[name=username]", "watcher")
-        page.fill("input[name=password]", "e2e-password-123")
-        page.click("button[type=submit]")
-        page.goto(f"{live_stack}/deployments/{deployment.pk}/")
+        page, errors = open_as_watcher(browser, live_stack, deployment.pk)
 
         frames = page.locator("#topology .topo-frame")
         expect(frames).to_have_count(2, timeout=15000)

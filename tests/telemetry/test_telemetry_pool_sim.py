@@ -5,24 +5,16 @@ in the live state and the topology snapshot, the spanning instances drawn over t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from spanning_sim import share_a_prefix, spanning
+
+from tests.deployments.simdeploy import cluster_fixture, import_inventory, run_job_now
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 FIRST = 244
 
 
-@pytest.fixture(scope="module")
-def sim():
-    from tests.deployments.simdeploy import start_cluster, stop_cluster
-
-    state_dir, state = start_cluster(FIRST)
-    try:
-        yield state
-    finally:
-        stop_cluster(state_dir)
+sim = cluster_fixture(FIRST)
 
 
 @pytest.fixture(autouse=True)
@@ -41,32 +33,21 @@ def run_dir():
     remove_run_dir(path)
 
 
-def run(starter, deployment, user):
-    from apps.jobs.models import Job
-    from apps.jobs.runner import run_job
-
-    job = starter(deployment=deployment, user=user)
-    run_job(job.pk)
-    return Job.objects.get(pk=job.pk)
-
-
 def test_pool_hits_of_a_spanning_deployment_reach_the_live_state_and_the_picture(sim, transactional_db, make_user,
                                                                                   run_dir):
     from apps.deployments.models import Process
     from apps.deployments.services import deployment_create, deployment_deploy, deployment_stop
-    from apps.inventory.models import Cluster
-    from apps.inventory.services import inventory_import
     from apps.telemetry.scrape import OK
     from apps.telemetry.services import deployment_scrape
     from apps.telemetry.topology_snapshot import topology_snapshot
     from tests.deployments.simdeploy import topology_yaml
 
-    inventory_import(Path(sim["inventory"]).read_text(), allow_key_files=True)
+    cluster = import_inventory(sim)
     operator = make_user("operator", "op")
-    deployment = deployment_create(name="pool-live", cluster=Cluster.objects.get(name="reference"), user=operator,
+    deployment = deployment_create(name="pool-live", cluster=cluster, user=operator,
                                    yaml_text=topology_yaml(run_dir, edit=spanning))
     try:
-        job = run(deployment_deploy, deployment, operator)
+        job = run_job_now(deployment_deploy, deployment, operator)
         assert job.status == "successful", job.explanation
 
         def scrape():
@@ -98,5 +79,5 @@ def test_pool_hits_of_a_spanning_deployment_reach_the_live_state_and_the_picture
         assert snap["live"]["services"]["kv-pool"]["loads"] == pool["loads"]
         assert snap["live"]["pool"]["master"] == "kv-pool"
     finally:
-        stopped = run(deployment_stop, deployment, operator)
+        stopped = run_job_now(deployment_stop, deployment, operator)
         assert stopped.status == "successful", stopped.explanation

@@ -4,7 +4,7 @@ import django_filters
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -38,7 +38,7 @@ from .serializers import (
     DeploymentSerializer,
     DiffSerializer,
     JobParamsSerializer,
-    PlanSerializer,
+    PlanWithProcessesSerializer,
     ProblemsSerializer,
     ProcessLogSerializer,
     ProcessSerializer,
@@ -47,45 +47,6 @@ from .serializers import (
     RevisionSerializer,
     RollingRestartParamsSerializer,
 )
-
-
-class PlanFileSerializer(serializers.Serializer):
-    path = serializers.CharField()
-    mode = serializers.CharField(help_text="octal, as chmod takes it: 600")
-    content = serializers.CharField(allow_blank=True)
-    lines = serializers.ListField(child=serializers.CharField(allow_blank=True),
-                                  help_text="sh that writes it: a quoted here-document (or printf), then chmod")
-
-
-class PlanDocsProcessSerializer(serializers.Serializer):
-    """One process as the docs write a launch (topology/plan_view.py)."""
-
-    stage = serializers.CharField()
-    key = serializers.CharField()
-    role = serializers.CharField()
-    instance = serializers.CharField(allow_null=True)
-    node = serializers.CharField()
-    address = serializers.CharField()
-    ports = serializers.ListField(child=serializers.IntegerField())
-    kv_port_window = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
-    health_url = serializers.CharField(allow_null=True)
-    workdir = serializers.CharField()
-    log_file = serializers.CharField()
-    pid_file = serializers.CharField()
-    files = PlanFileSerializer(many=True)
-    exports = serializers.ListField(child=serializers.CharField(), help_text="export NAME=value, sh-quoted")
-    command = serializers.ListField(child=serializers.CharField(),
-                                    help_text="the program, then one flag with its values per entry; every entry "
-                                              "but the last ends in ' \\'; JSON arguments pretty-printed")
-    text = serializers.CharField(help_text="files, exports and command as one sh block")
-    start_line = serializers.CharField(help_text="exactly what a deploy runs on the node (pid file, log, setsid)")
-
-
-class PlanWithProcessesSerializer(PlanSerializer):
-    warnings = serializers.ListField(child=serializers.CharField(),
-                                     help_text="the plan renders but may not do what the spec meant")
-    processes = PlanDocsProcessSerializer(many=True, help_text="every process in start order, as the docs write it")
-
 
 INVALID = OpenApiResponse(ProblemsSerializer, description="the spec does not validate: each problem names "
                                                           "instance, field and a suggested fix")
