@@ -155,8 +155,32 @@ def test_literal_dollar_in_a_plain_value_is_a_warning_not_an_error(fixed_data, n
     from apps.deployments.topology import build_plan
     fixed_data["instances"][0]["env"] = {"VLLM_LOGGING_LEVEL": "$LEVEL"}
     assert problems(fixed_data, nodes) == []
+    fixed_data["kv_pool"]["load_failure_policy"] = "recompute"  # no pool warning: this test is about env
     (warning,) = build_plan(spec_from_dict(fixed_data), nodes).warnings
     assert warning.startswith("instances[0].env.VLLM_LOGGING_LEVEL: p0: VLLM_LOGGING_LEVEL holds a literal '$'")
+
+
+@pytest.mark.parametrize("pool, warned", [
+    ({}, "kv_load_failure_policy fail, vLLM's default"),
+    ({"load_failure_policy": "fail"}, "kv_load_failure_policy fail)"),
+    ({"load_failure_policy": "recompute"}, None),
+    ({"backend": "memcache", "install_path": "/usr/lib/python3/dist-packages"}, None),
+])
+def test_a_mooncake_pool_that_fails_loads_of_a_dead_engines_blocks_is_a_warning(fixed_data, nodes, pool, warned):
+    from apps.deployments.topology import build_plan
+    fixed_data["kv_pool"].update(pool)
+    if pool.get("backend") == "memcache":
+        del fixed_data["kv_pool"]["metrics_port"]
+    assert problems(fixed_data, nodes) == []
+    warnings = build_plan(spec_from_dict(fixed_data), nodes).warnings
+    if warned is None:
+        assert warnings == ()
+    else:
+        (warning,) = warnings
+        assert warning.startswith("kv_pool.load_failure_policy: when an engine stops without unmounting its pool "
+                                  "segment (killed, crashed, restarted), the master lists its blocks for up to 120 s")
+        assert warned in warning and warning.endswith("Fix: set kv_pool.load_failure_policy: recompute to compute "
+                                                      "such a prefix again instead")
 
 
 def test_explicit_devices_count_must_match(fixed_data, nodes):

@@ -35,7 +35,7 @@ class Stage:
 class Plan:
     profile: str
     stages: tuple[Stage, ...]
-    warnings: tuple[str, ...] = ()  # renders, but may not mean what was written (topology/engine_rules.env_warnings)
+    warnings: tuple[str, ...] = ()  # renders, but may not mean what was written (topology/plan_warnings.py)
 
     @property
     def processes(self) -> tuple[PlannedProcess, ...]:

@@ -19,10 +19,10 @@ from types import MappingProxyType
 from sshexec import EnvExtend, LaunchFile, LaunchSpec
 
 from .. import ports
-from ..env_warnings import env_warnings
 from ..node_facts import NodeFacts
 from ..placement import assign_devices, process_devices
 from ..plan import Plan, PlannedProcess, Stage
+from ..plan_warnings import MOONCAKE_CLIENT_TTL_S, plan_warnings
 from ..run_files import admin_token_path, config_path
 from ..spec import InstanceSpec, TopologySpec
 from .engine_options import VLLM_ASCEND_ENV, VLLM_ASCEND_FLAGS
@@ -99,7 +99,7 @@ class VllmAscendProfile:
         engines = tuple(p for inst in spec.instances for p in self._engine(spec, nodes, inst, devices))
         stages.append(Stage("engines", engines))
         stages.append(Stage("proxy", (self._proxy(spec, nodes, engines),)))
-        return Plan(profile=self.name, stages=tuple(stages), warnings=tuple(map(str, env_warnings(spec))))
+        return Plan(profile=self.name, stages=tuple(stages), warnings=tuple(map(str, plan_warnings(spec))))
 
     def _launch(self, spec: TopologySpec, key: str, argv: list[str], env: dict | None = None,
                 files: tuple[LaunchFile, ...] = ()) -> LaunchSpec:
@@ -223,7 +223,7 @@ class VllmAscendProfile:
         argv = ["mooncake_master", "--port", str(pool.rpc_port), *self.mooncake_bind_flags(node),
                 "--metrics_port", str(pool.metrics_port), "--eviction_high_watermark_ratio", "0.9",
                 "--eviction_ratio", "0.1", "--default_kv_lease_ttl", "11000", "--enable_offload=false",
-                "--client_ttl=120", "--logtostderr=true"]
+                f"--client_ttl={MOONCAKE_CLIENT_TTL_S}", "--logtostderr=true"]
         return (PlannedProcess(
             key="kv-pool", role="kv_pool", instance=None, node=node.name, address=node.address, dp_rank=None,
             launch=self._launch(spec, "kv-pool", argv), health_url=f"http://{node.address}:{pool.metrics_port}/health",
