@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 
 PREFIX = " ".join(f"word{i}" for i in range(600))  # many KV blocks
@@ -21,11 +22,14 @@ def spanning(data: dict) -> None:
     data["kv_pool"]["consumer_is_to_load"] = True
 
 
-def complete(proxy: str, prompt: str) -> None:
-    body = json.dumps({"model": "qwen3-235b", "prompt": prompt, "max_tokens": 4}).encode()
+def complete(proxy: str, prompt: str, *, model: str = "qwen3-235b") -> None:
+    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": 4}).encode()
     request = urllib.request.Request(f"{proxy}/v1/completions", body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert response.status == 200
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+    except urllib.error.HTTPError as exc:
+        raise AssertionError(f"{proxy} answered {exc.code}: {exc.read().decode(errors='replace')[:500]}") from None
 
 
 def share_a_prefix(deployment, scrape) -> dict:
