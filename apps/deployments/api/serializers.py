@@ -185,7 +185,7 @@ class PlanDocsProcessSerializer(serializers.Serializer):
 
 class PlanWithProcessesSerializer(PlanSerializer):
     warnings = serializers.ListField(child=serializers.CharField(),
-                                     help_text="the plan renders but may not do what the spec meant")
+                                     help_text="the plan renders, but may not do what the spec meant or carries a hazard to choose knowingly")
     processes = PlanDocsProcessSerializer(many=True, help_text="every process in start order, as the docs write it")
 
 
