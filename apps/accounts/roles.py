@@ -14,8 +14,17 @@ ROLE_COLOUR = {Role.VIEWER: "grey", Role.OPERATOR: "blue", Role.ADMIN: "purple"}
 
 
 def role_of(user) -> Role | None:
-    """The user's highest role; a user in no role group has none and sees nothing."""
+    """The role the user acts with: the highest it holds, or none for an anonymous or deactivated user (who may do
+    nothing) and for a user in no role group (who sees nothing). Every permission check goes through this."""
     if user is None or not user.is_authenticated or not user.is_active:
+        return None
+    return stored_role(user)
+
+
+def stored_role(user) -> Role | None:
+    """The highest role the user holds, active or not: what a listing of users shows. Not for permission checks
+    (use role_of or has_role, which deny a deactivated user)."""
+    if user is None or not user.is_authenticated:
         return None
     if user.is_superuser:
         return Role.ADMIN
@@ -27,9 +36,16 @@ def role_of(user) -> Role | None:
         else:
             names = set(user.groups.values_list("name", flat=True))
         user._role_group_names = names
+    return role_from(names, is_superuser=False)
+
+
+def role_from(group_names, *, is_superuser: bool) -> Role | None:
+    """The highest role among these group names (a superuser is an admin whatever its groups)."""
+    if is_superuser:
+        return Role.ADMIN
     best = None
     for role in Role:
-        if role.value in names and (best is None or ROLE_RANK[role] > ROLE_RANK[best]):
+        if role.value in group_names and (best is None or ROLE_RANK[role] > ROLE_RANK[best]):
             best = role
     return best
 
