@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .inventory_lookup import cluster_facts
+from .claims import held_by_others, overlap_problems
+from .inventory_lookup import cluster_nodes, node_facts
 from .topology import (
     Problem,
     SpecError,
@@ -75,15 +76,12 @@ def parse_spec(*, yaml_text: str | None = None, data: dict | None = None,
         raise RevisionInvalid(spec_errors_as_problems(exc)) from None
 
 
-def _run_dir_problems(spec: TopologySpec, deployment_id: int | None, cluster) -> list[Problem]:
+def _run_dir_problems(spec: TopologySpec, others: list) -> list[Problem]:
+    """run_dir against the other deployments' active revisions (`others`)."""
     run_dir = spec.run_dir
     if not _RUN_DIR_RE.match(run_dir):
         return [Problem("run_dir", f"run_dir {run_dir!r} must be an absolute path of letters, digits, '.', "
                         "'_', '-' and '/'", "use e.g. /var/lib/pdcp/<deployment name>")]
-    from .models import Revision
-
-    others = (Revision.objects.filter(is_active=True, deployment__cluster=cluster)
-              .exclude(deployment_id=deployment_id).select_related("deployment"))
     out = []
     for other in others:
         theirs = _stored_run_dir(other.spec)
@@ -126,9 +124,24 @@ def _nesting(mine: str, theirs: str) -> str | None:
 
 
 def validate_spec(spec: TopologySpec, *, cluster, deployment_id: int | None = None) -> list[Problem]:
-    """Everything a revision must pass: the topology rules against the cluster's inventory, plus run_dir."""
-    facts = cluster_facts(cluster, launch_profile=spec.launch_profile)
-    return validate_topology(spec, facts) + _run_dir_problems(spec, deployment_id, cluster)
+    """Everything a revision must pass: the topology rules against the cluster's inventory, then against the
+    cluster's other deployments (never this one, `deployment_id`, with its own revisions): run_dir, and the NPU
+    dies and ports they hold (claims.py). Queries: the inventory, the others' active revisions, their processes."""
+    from .models import Revision
+
+    inventory = cluster_nodes(cluster)
+    facts_by_profile: dict[str, dict] = {}
+
+    def facts_for(profile: str) -> dict:
+        if profile not in facts_by_profile:
+            facts_by_profile[profile] = {name: node_facts(n, launch_profile=profile) for name, n in inventory.items()}
+        return facts_by_profile[profile]
+
+    facts = facts_for(spec.launch_profile)
+    others = list(Revision.objects.filter(is_active=True, deployment__cluster=cluster)
+                  .exclude(deployment_id=deployment_id).select_related("deployment").order_by("deployment__name"))
+    held = held_by_others(cluster, deployment_id, active=others, facts_for=facts_for)
+    return validate_topology(spec, facts) + _run_dir_problems(spec, others) + overlap_problems(spec, facts, held)
 
 
 def checked_spec(*, cluster, deployment_id: int | None = None, deployment_name: str | None = None,

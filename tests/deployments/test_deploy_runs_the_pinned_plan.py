@@ -36,8 +36,10 @@ def test_render_plan_for_the_job_equals_build_plan_under_the_sim_profile(deploym
 
 
 def test_render_plan_still_refuses_what_only_the_database_knows(deployment, fixed_yaml):
-    # build_plan would render this spec; the run_dir of another active deployment on the cluster forbids it.
+    # build_plan would render this spec; the run_dir, dies and ports of another active deployment on the cluster
+    # forbid it.
     spec = revision_spec(deployment.active_revision)
     with pytest.raises(RevisionInvalid) as caught:
         render_plan(spec, deployment.cluster, deployment_id=None)
-    assert [p.path for p in caught.value.problems] == ["run_dir"]
+    paths = [p.path for p in caught.value.problems]
+    assert paths[0] == "run_dir" and {"instances[0].devices", "proxy.port"} <= set(paths)

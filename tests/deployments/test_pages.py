@@ -54,9 +54,10 @@ def test_the_new_deployment_template_gets_a_run_dir_of_its_own(browser_for, ref_
     from apps.deployments.views import NEW_TEMPLATE
 
     client = browser_for("operator")
-    for name in ("first", "second"):
-        created = client.post("/deployments/new/", {"name": name, "cluster": ref_cluster.pk,
-                                                    "yaml_text": NEW_TEMPLATE})
+    beside = NEW_TEMPLATE.replace("node: node0", "node: node1").replace("node: node2", "node: node3") \
+        .replace("port: 1999", "port: 2999")  # the first one's dies and ports are taken
+    for name, text in (("first", NEW_TEMPLATE), ("second", beside)):
+        created = client.post("/deployments/new/", {"name": name, "cluster": ref_cluster.pk, "yaml_text": text})
         assert created.status_code == 302, created.content.decode()
         assert Deployment.objects.get(name=name).active_revision.spec["run_dir"] == f"/home/simnode/pdcp-runs/{name}"
 

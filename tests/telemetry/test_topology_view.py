@@ -202,7 +202,8 @@ def test_query_count_is_constant_for_a_small_and_a_large_deployment(ref_cluster,
         node = Node.objects.create(cluster=ref_cluster, name=f"big{i}", address=f"127.0.11.{i + 1}",
                                    credential=credential, npu_count=16, hardware_model="Atlas 800I A3")
         _npus(node)
-    large = deployment_create(name="large", cluster=ref_cluster, user=None, yaml_text=_large_yaml())
+    large = deployment_create(name="large", cluster=ref_cluster, user=None,  # small holds the proxy's 1999-2000
+                              yaml_text=_large_yaml().replace("port: 1999", "port: 2999"))
     for key in ("p0", "d0"):
         _process(small, key, role="prefill" if key == "p0" else "decode", instance=key)
     for i in range(8):
@@ -211,10 +212,11 @@ def test_query_count_is_constant_for_a_small_and_a_large_deployment(ref_cluster,
             _process(large, f"d{i}-dp{r}", role="decode", instance=f"d{i}", node=f"big{8 + i}")
 
     small, large = Deployment.objects.select_related("cluster").filter(pk__in=(small.pk, large.pk)).order_by("-name")
-    # active revision, the plan (inventory facts twice and other deployments' run_dir), nodes + dies, processes, jobs
-    with django_assert_num_queries(10):
+    # active revision, the plan (inventory facts twice, other deployments' active revisions and their processes),
+    # nodes + dies, processes, jobs
+    with django_assert_num_queries(11):
         small_snap = topology_snapshot(small)
-    with django_assert_num_queries(10):
+    with django_assert_num_queries(11):
         large_snap = topology_snapshot(large)
 
     assert not small_snap["problems"] and not large_snap["problems"]

@@ -206,13 +206,14 @@ class DeploymentRun:
 
     def recorded_plans(self) -> list[Plan]:
         """The plans of the other revisions the recorded processes not known to be stopped were started from: where
-        their launch files are, as rows say where their pid files are. One that no longer renders is left out."""
+        their launch files are, as rows say where their pid files are. One that no longer renders is left out; one
+        that now collides with another deployment still says where its files are (no database checks)."""
         plans: dict[int, Plan | None] = {self.revision.pk: None}
         for row in self.rows.values():
             if row.state != ProcessState.STOPPED and row.revision_id and row.revision_id not in plans:
                 try:
                     plans[row.revision_id] = render_plan(revision_spec(row.revision), self.deployment.cluster,
-                                                         deployment_id=self.deployment.pk)
+                                                         database_checks=False)
                 except (RevisionInvalid, TopologyInvalid):
                     plans[row.revision_id] = None
                     self.ctx.log(f"revision r{row.revision.number} of {row.key} does not validate now: the launch "

@@ -12,7 +12,7 @@ from .spec import TopologySpec
 
 
 @dataclass(frozen=True)
-class _Claim:
+class ListenerClaim:
     address: str
     node: str
     ports: range
@@ -20,12 +20,14 @@ class _Claim:
     path: str
 
 
-def _claims(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[_Claim]:
-    claims: list[_Claim] = []
+def listener_claims(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[ListenerClaim]:
+    """Every port range a listener of the spec takes, with its node, address and spec path (validation and
+    apps/deployments/claims.py both check these)."""
+    claims: list[ListenerClaim] = []
 
     def add(node_name: str, ports_: range, what: str, path: str) -> None:
         if node_name in nodes:
-            claims.append(_Claim(nodes[node_name].address, node_name, ports_, what, path))
+            claims.append(ListenerClaim(nodes[node_name].address, node_name, ports_, what, path))
 
     for inst in spec.instances:
         slots = ports.engine_slots(inst)
@@ -60,7 +62,7 @@ def _claims(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[_Claim]:
 
 
 def port_clashes(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Problem]) -> None:
-    claims = _claims(spec, nodes)
+    claims = listener_claims(spec, nodes)
     adxl: dict[str, tuple[range, str]] = {}
     for inst in spec.instances:
         for name in inst.span:
@@ -95,7 +97,7 @@ def _overlap(a: range, b: range) -> bool:
     return a.start < b.stop and b.start < a.stop
 
 
-def _free_start(claim: _Claim, claims: list[_Claim], reserved: range | None) -> int | None:
+def _free_start(claim: ListenerClaim, claims: list[ListenerClaim], reserved: range | None) -> int | None:
     """First start >= the wanted one whose whole range is clear of every other claim on the address."""
     size = len(claim.ports)
     busy = [c.ports for c in claims if c.address == claim.address and c is not claim]

@@ -19,7 +19,14 @@ def json_script(html: str, element_id: str):
     return json.loads(match.group(1))
 
 
-def test_the_nav_leads_to_the_list_of_runs_with_their_numbers(browser_for, finished_run, make_run, deployment):
+def test_the_nav_leads_to_the_list_of_runs_with_their_numbers(browser_for, finished_run, make_run, ref_cluster,
+                                                             fixed_yaml):
+    from apps.deployments.services import deployment_create
+    from tests.deployments.second_site import on_new_nodes
+
+    # simref holds node0's and node2's dies and the proxy's ports: the reference topology goes to nodes of its own
+    deployment = deployment_create(name="reference", cluster=ref_cluster, user=None,
+                                   yaml_text=on_new_nodes(ref_cluster, fixed_yaml))
     other = make_run(deployment=deployment, simulated=False, status="failed", accuracy=None, mode="accuracy")
     page = browser_for("viewer").get("/evals/")
     assert page.status_code == 200
