@@ -8,6 +8,7 @@ COPY pdproxy ./pdproxy
 COPY simcluster ./simcluster
 COPY plainyaml ./plainyaml
 COPY sshexec ./sshexec
+COPY pdcpcli ./pdcpcli
 RUN pip install --no-cache-dir .
 # .dockerignore keeps the developer's data/ (database, secrets.key), .git and .venv out of the image.
 COPY . .
