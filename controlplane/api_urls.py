@@ -17,7 +17,7 @@ from apps.inventory.api.views import (
     NpuViewSet,
     SshCredentialViewSet,
 )
-from apps.jobs.api.views import JobViewSet
+from apps.jobs.api.views import JobViewSet, WorkersView
 from apps.telemetry.api.views import DeploymentTopologyView
 
 router = DefaultRouter()
@@ -41,6 +41,7 @@ urlpatterns = [
     path("me/token/", MyTokenView.as_view(), name="api-my-token"),
     path("inventory/import/", InventoryImportView.as_view(), name="api-inventory-import"),
     path("inventory/export/", InventoryExportView.as_view(), name="api-inventory-export"),
+    path("workers/", WorkersView.as_view(), name="api-workers"),
     path("evals/compare/", EvalCompareView.as_view(), name="eval-compare"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -199,8 +199,10 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "controlplane.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
+        "controlplane.pagination.KnownQueryParams",  # first: an unknown query parameter is a 400 naming it
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
+        "controlplane.pagination.Search",  # ?search= on views that name search_fields (names, any case)
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "apps.accounts.api_errors.exception_handler",
@@ -216,6 +218,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {"EvalStatusEnum": "apps.evals.choices.EvalStatus"},  # jobs have a `status` too
+    # Every operation's 4xx/5xx answers are the one Error shape (apps/accounts/api_errors.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "apps.accounts.api_errors.add_error_responses"],
 }
 
 LOGGING = {

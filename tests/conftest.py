@@ -7,6 +7,8 @@ import pytest
 
 from tests.keys import TEST_HOST_KEY, TEST_PRIVATE_KEY, generate_key_pair  # noqa: F401  (re-exported)
 
+pytest_plugins = ["tests.api_schema_check"]  # /api/ answers checked against the OpenAPI schema
+
 _serial = itertools.count(1)
 
 

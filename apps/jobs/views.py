@@ -9,6 +9,7 @@ from apps.accounts.access import operator_required, viewer_required
 
 from .models import Job
 from .services import JobStateError, job_cancel
+from .waiting import job_waiting
 
 
 @viewer_required
@@ -20,7 +21,8 @@ def job_list(request):
 @viewer_required
 def job_detail(request, pk):
     job = get_object_or_404(Job.objects.select_related("created_by"), pk=pk)
-    return render(request, "jobs/job_detail.html", {"job": job, "summaries": job.node_summaries.all()})
+    return render(request, "jobs/job_detail.html", {"job": job, "summaries": job.node_summaries.all(),
+                                                    "waiting": job_waiting(job)})
 
 
 @require_POST

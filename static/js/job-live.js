@@ -41,6 +41,7 @@ function setStatus(msg) {
   badge.textContent = msg.label;
   badge.className = `badge ${msg.colour}`;
   root.dataset.status = msg.status;
+  if (msg.status !== "pending") document.getElementById("job-waiting")?.remove();  // a worker took it
   const expl = document.getElementById("job-explanation");
   expl.textContent = msg.explanation || "";
   expl.className = (msg.status === "failed" || msg.status === "error") ? "flash error" : "muted";

@@ -4,6 +4,8 @@ import pytest
 
 from apps.deployments.models import Deployment, Process, Revision
 from apps.jobs.models import Job
+from tests.api_schema_check import field_errors
+from tests.deployments.second_site import on_new_nodes
 
 pytestmark = pytest.mark.django_db
 
@@ -67,9 +69,9 @@ def test_job_params_are_checked(api_client_for, deployment):
     assert client.post(f"/api/deployments/{deployment.pk}/deploy/", {"max_parallel": 0},
                        format="json").status_code == 400
     response = client.post(f"/api/deployments/{deployment.pk}/restart/", {"instance": "nope"}, format="json")
-    assert response.status_code == 400 and "p0" in response.json()["instance"][0]
+    assert response.status_code == 400 and "p0" in field_errors(response)["instance"][0]
     response = client.post(f"/api/deployments/{deployment.pk}/rolling-restart/", {"role": "proxy"}, format="json")
-    assert response.status_code == 400 and "role" in response.json()
+    assert response.status_code == 400 and "role" in field_errors(response)
     assert not Job.objects.exists()
 
 
@@ -131,8 +133,9 @@ def _make(n, cluster, yaml_text):
 
     start = Deployment.objects.count()
     for i in range(start, start + n):
+        moved = on_new_nodes(cluster, yaml_text, i) if i else yaml_text  # one cluster, no dies or ports shared
         d = deployment_create(name=f"dep{i}", cluster=cluster, user=None,
-                              yaml_text=yaml_text.replace("/var/lib/pdcp/reference", f"/var/lib/pdcp/d{i}"))
+                              yaml_text=moved.replace("/var/lib/pdcp/reference", f"/var/lib/pdcp/d{i}"))
         Process.objects.create(deployment=d, revision=d.active_revision, node_name="node0", role="prefill", key="p0",
                                address="127.0.10.230", command="x", fingerprint="x", log_path="/l", pid_file="/p",
                                state="running")
@@ -180,7 +183,8 @@ def test_run_dir_nested_with_another_deployments_is_refused(api_client_for, depl
 def test_run_dir_beside_another_deployments_is_fine(api_client_for, deployment, fixed_yaml, ref_cluster):
     response = api_client_for("operator").post("/api/deployments/", {
         "name": "second", "cluster": ref_cluster.pk,
-        "yaml_text": fixed_yaml.replace("run_dir: /var/lib/pdcp/reference", "run_dir: /var/lib/pdcp/reference-2")},
+        "yaml_text": on_new_nodes(ref_cluster, fixed_yaml).replace("run_dir: /var/lib/pdcp/reference",
+                                                                   "run_dir: /var/lib/pdcp/reference-2")},
         format="json")
     assert response.status_code == 201, response.json()
 
@@ -188,8 +192,8 @@ def test_run_dir_beside_another_deployments_is_fine(api_client_for, deployment, 
 def test_omitted_run_dir_is_named_after_the_deployment(api_client_for, ref_cluster, fixed_yaml):
     without = "\n".join(ln for ln in fixed_yaml.splitlines() if not ln.startswith("run_dir:"))
     client = api_client_for("operator")
-    for name in ("first", "second"):
-        response = client.post("/api/deployments/", {"name": name, "cluster": ref_cluster.pk, "yaml_text": without},
+    for name, text in (("first", without), ("second", on_new_nodes(ref_cluster, without))):
+        response = client.post("/api/deployments/", {"name": name, "cluster": ref_cluster.pk, "yaml_text": text},
                                format="json")
         assert response.status_code == 201, response.json()
         assert Deployment.objects.get(name=name).active_revision.spec["run_dir"] == f"/var/lib/pdcp/{name}"

@@ -32,7 +32,7 @@ BAD = [
 def test_a_bad_value_gets_the_same_error_from_the_api_and_the_service(api_client_for, deployment, params, errors):
     response = api_client_for("operator").post(f"/api/deployments/{deployment.pk}/deploy/", params, format="json")
     assert response.status_code == 400
-    assert response.json() == {k: [v] for k, v in errors.items()}
+    assert {e["field"]: e["message"] for e in response.json()["errors"]} == errors
     with pytest.raises(BadJobParams) as caught:
         deployment_deploy(deployment=deployment, user=None, params=params)
     assert caught.value.errors == errors
@@ -95,13 +95,13 @@ def test_restart_needs_an_instance_and_rolling_restart_a_role():
 def test_restart_errors_match_between_api_and_service(api_client_for, deployment):
     client = api_client_for("operator")
     response = client.post(f"/api/deployments/{deployment.pk}/rolling-restart/", {"role": "proxy"}, format="json")
-    assert response.json() == {"role": ["expected prefill or decode"]}
+    assert response.json()["errors"] == [{"field": "role", "message": "expected prefill or decode"}]
     with pytest.raises(BadJobParams) as caught:
         deployment_rolling_restart(deployment=deployment, user=None, role="proxy")
     assert caught.value.errors == {"role": "expected prefill or decode"}
     response = client.post(f"/api/deployments/{deployment.pk}/restart/", {"instance": "p0", "stop_grace": 900},
                            format="json")
-    assert response.json() == {"stop_grace": ["expected a whole number from 1 to 600"]}
+    assert response.json()["errors"] == [{"field": "stop_grace", "message": "expected a whole number from 1 to 600"}]
     with pytest.raises(BadJobParams) as caught:
         deployment_restart(deployment=deployment, user=None, instance="p0", params={"stop_grace": 900})
     assert caught.value.errors == {"stop_grace": "expected a whole number from 1 to 600"}

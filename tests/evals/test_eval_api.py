@@ -8,6 +8,7 @@ import pytest
 from apps.evals.models import EvalDataset, EvalRun, EvalSample, EvalSweep
 from apps.jobs import tasks
 from apps.jobs.models import Job
+from tests.api_schema_check import field_errors
 
 pytestmark = pytest.mark.django_db
 
@@ -50,14 +51,15 @@ def run_of(deployment, queued, make_user):
     return make
 
 
-def test_create_with_good_settings_is_201_and_queues_an_evaluate_job_on_the_evals_queue(
+def test_create_with_good_settings_is_202_and_queues_an_evaluate_job_on_the_evals_queue(
         operator, deployment, queued, settings, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         response = operator.post(RUNS, {"deployment": deployment.pk, "settings": {
             "dataset": MADE_UP, "concurrency": 2, "temperature": 0.0, "num_prompts": 5}}, format="json")
-    assert response.status_code == 201, response.content
+    assert response.status_code == 202, response.content
     body = response.json()
     run = EvalRun.objects.get()
+    assert response["Location"] == f"/api/jobs/{run.job_id}/" == body["links"]["job"]
     assert body["id"] == run.pk and body["status"] == "pending" and body["job"] == run.job_id
     assert body["settings"]["dataset"] == MADE_UP and body["settings"]["concurrency"] == 2
     assert body["revision_number"] == 1 and body["endpoint_url"].endswith(":1999/")
@@ -70,21 +72,21 @@ def test_every_bad_setting_is_named_and_nothing_is_created(operator, deployment,
     response = operator.post(RUNS, {"deployment": deployment.pk, "settings": {
         "dataset": MADE_UP, "concurrency": 0, "temperature": 3, "colour": "red"}}, format="json")
     assert response.status_code == 400
-    errors = response.json()["settings"]
-    assert set(errors) == {"concurrency", "temperature", "colour"}
-    assert "1 to 1000" in errors["concurrency"][0] and "0 to 2" in errors["temperature"][0]
-    assert "unknown setting" in errors["colour"][0]
+    errors = field_errors(response)
+    assert set(errors) == {"settings.concurrency", "settings.temperature", "settings.colour"}
+    assert "1 to 1000" in errors["settings.concurrency"][0] and "0 to 2" in errors["settings.temperature"][0]
+    assert "unknown setting" in errors["settings.colour"][0]
 
     response = operator.post(RUNS, {"deployment": deployment.pk, "settings": {"dataset": "catalogue:nope"}},
                              format="json")
-    assert response.status_code == 400 and "nope" in response.json()["settings"]["dataset"][0]
+    assert response.status_code == 400 and "nope" in field_errors(response)["settings.dataset"][0]
 
     response = operator.post(RUNS, {"deployment": deployment.pk, "settings": {"dataset": MADE_UP},
                                     "concurrency": 2}, format="json")
-    assert response.status_code == 400 and "unknown field" in response.json()["concurrency"][0]
+    assert response.status_code == 400 and "unknown field" in field_errors(response)["concurrency"][0]
 
     response = operator.post(RUNS, {"deployment": deployment.pk}, format="json")
-    assert response.status_code == 400 and "settings" in response.json()
+    assert response.status_code == 400 and "settings" in field_errors(response)
     assert not EvalRun.objects.exists() and not Job.objects.exists() and not queued
 
 
@@ -94,15 +96,15 @@ def test_a_deployment_without_an_active_revision_is_named(operator, ref_cluster)
     empty = Deployment.objects.create(name="empty", cluster=ref_cluster)
     response = operator.post(RUNS, {"deployment": empty.pk, "settings": {"dataset": MADE_UP}}, format="json")
     assert response.status_code == 400
-    assert "no active revision" in response.json()["deployment"][0]
+    assert "no active revision" in field_errors(response)["deployment"][0]
     response = operator.post(RUNS, {"deployment": 999999, "settings": {"dataset": MADE_UP}}, format="json")
-    assert response.status_code == 400 and "deployment" in response.json()
+    assert response.status_code == 400 and "deployment" in field_errors(response)
 
 
 def test_performance_without_a_tokenizer_is_named(operator, deployment):
     response = operator.post(RUNS, {"deployment": deployment.pk, "settings": {
         "dataset": MADE_UP, "mode": "performance"}}, format="json")
-    assert response.status_code == 400 and "tokenizer" in response.json()["settings"]["tokenizer_path"][0]
+    assert response.status_code == 400 and "tokenizer" in field_errors(response)["settings.tokenizer_path"][0]
 
 
 def test_viewer_reads_but_cannot_post_and_anonymous_is_refused(viewer, deployment, run_of, api_client_for):
@@ -187,7 +189,7 @@ def test_samples_are_paged_and_filtered_by_correct(viewer, run_of):
     assert viewer.get(f"{RUNS}{run.pk}/samples/", {"correct": "true"}).json()["count"] == 2
     assert viewer.get(f"{RUNS}{run.pk}/samples/").json()["count"] == 4
     bad = viewer.get(f"{RUNS}{run.pk}/samples/", {"correct": "maybe"})
-    assert bad.status_code == 400 and "correct" in bad.json()
+    assert bad.status_code == 400 and "correct" in field_errors(bad)
 
 
 def test_compare_shows_regressions_and_the_topology_change(viewer, run_of, deployment, fixed_yaml):
@@ -217,7 +219,7 @@ def test_compare_shows_regressions_and_the_topology_change(viewer, run_of, deplo
 def test_compare_names_bad_and_missing_ids(viewer, run_of):
     run = run_of()
     bad = viewer.get("/api/evals/compare/", {"runs": f"{run.pk},x"})
-    assert bad.status_code == 400 and "x" in bad.json()["runs"][0]
+    assert bad.status_code == 400 and "x" in field_errors(bad)["runs"][0]
     assert viewer.get("/api/evals/compare/", {"runs": str(run.pk)}).status_code == 400
     assert viewer.get("/api/evals/compare/", {"runs": ",".join(["1"] * 11)}).status_code == 400
     missing = viewer.get("/api/evals/compare/", {"runs": f"{run.pk},999999"})
@@ -230,7 +232,7 @@ def test_a_sweep_creates_one_run_per_concurrency_and_starts_only_the_first(opera
         response = operator.post("/api/evals/sweeps/", {
             "deployment": deployment.pk, "concurrencies": [4, 1, 2],
             "settings": {"dataset": MADE_UP, "tokenizer_path": "/opt/tok"}}, format="json")
-    assert response.status_code == 201, response.content
+    assert response.status_code == 202, response.content
     body = response.json()
     sweep = EvalSweep.objects.get()
     assert body["id"] == sweep.pk and body["concurrencies"] == [1, 2, 4]
@@ -256,14 +258,14 @@ def test_bad_sweeps_are_named(operator, deployment):
     response = operator.post("/api/evals/sweeps/", {"deployment": deployment.pk, "concurrencies": [1],
                                                     "settings": {"dataset": MADE_UP, "tokenizer_path": "/opt/tok"}},
                              format="json")
-    assert response.status_code == 400 and "2 to 12" in response.json()["concurrencies"][0]
+    assert response.status_code == 400 and "2 to 12" in field_errors(response)["concurrencies"][0]
     response = operator.post("/api/evals/sweeps/", {"deployment": deployment.pk, "concurrencies": "1,2",
                                                     "settings": {"dataset": MADE_UP}}, format="json")
-    assert response.status_code == 400 and "tokenizer_path" in response.json()["settings"]
+    assert response.status_code == 400 and "settings.tokenizer_path" in field_errors(response)
     response = operator.post("/api/evals/sweeps/", {"deployment": deployment.pk, "concurrencies": "1,2",
                                                     "settings": {"dataset": MADE_UP, "concurrency": 3}},
                              format="json")
-    assert response.status_code == 400 and "concurrency" in response.json()["settings"]
+    assert response.status_code == 400 and "settings.concurrency" in field_errors(response)
     assert not EvalSweep.objects.exists() and not EvalRun.objects.exists()
 
 
@@ -301,7 +303,7 @@ def test_upload_with_a_bad_line_3_is_400_naming_it_and_stores_nothing(operator, 
     response = operator.post("/api/evals/datasets/", {
         "name": "broken", "family": "aime", "file": SimpleUploadedFile("broken.jsonl", data)}, format="multipart")
     assert response.status_code == 400
-    assert "line 3" in response.json()["file"][0]
+    assert "line 3" in field_errors(response)["file"][0]
     assert not EvalDataset.objects.exists()
     assert not (evals_dir / "uploads").exists() or not any((evals_dir / "uploads").iterdir())
 
@@ -311,5 +313,5 @@ def test_upload_checks_name_and_family(operator, evals_dir):
 
     response = operator.post("/api/evals/datasets/", {
         "name": "Bad Name", "family": "mmlu", "file": SimpleUploadedFile("x.jsonl", b"{}\n")}, format="multipart")
-    assert response.status_code == 400 and {"name", "family"} <= set(response.json())
+    assert response.status_code == 400 and {"name", "family"} <= set(field_errors(response))
     assert not EvalDataset.objects.exists()

@@ -54,7 +54,7 @@ def test_bad_input_names_the_field(api_client_for, cluster):
                                                             "host_key": "not a key", "labels": ["x"]},
                                             format="json")
     assert response.status_code == 400
-    assert {"ssh_port", "host_key"} <= set(response.json())
+    assert {"ssh_port", "host_key"} <= {e["field"] for e in response.json()["errors"]}
 
 
 def test_malformed_json_is_a_400(api_client_for):

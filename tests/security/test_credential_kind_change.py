@@ -25,7 +25,7 @@ def test_the_api_refuses_a_kind_change_without_a_secret_and_changes_nothing(api_
     response = api_client_for("admin").patch(f"/api/credentials/{credential.pk}/", {"kind": "password"},
                                              format="json")
     assert response.status_code == 400
-    assert response.json() == {"secret": [NEEDS_SECRET]}
+    assert response.json()["errors"] == [{"field": "secret", "message": NEEDS_SECRET}]
     credential.refresh_from_db()
     assert credential.kind == CredentialKind.PRIVATE_KEY and stored_secret(credential.pk) == before
 

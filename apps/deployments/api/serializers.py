@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from apps.accounts.api_errors import ErrorSerializer
 from apps.inventory.models import Cluster
 from apps.jobs.choices import JobKind
 
@@ -8,7 +9,8 @@ from ..models import Deployment, Process, Revision
 
 
 class RevisionSerializer(serializers.ModelSerializer):
-    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    created_by = serializers.CharField(source="created_by.username", read_only=True, allow_null=True,
+                                       help_text="who saved it (null: the user was deleted)")
 
     class Meta:
         model = Revision
@@ -21,7 +23,9 @@ class RevisionCreateSerializer(serializers.Serializer):
     yaml_text = serializers.CharField(required=False, trim_whitespace=False, help_text="The spec as YAML")
     spec = serializers.JSONField(required=False, help_text="The spec as plain data (instead of yaml_text)")
     comment = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
-    activate = serializers.BooleanField(required=False, default=False)
+    activate = serializers.BooleanField(required=False, default=False,
+                                        help_text="make it the active revision at once (it must validate against "
+                                                  "the inventory); nothing is deployed")
 
     def validate(self, attrs):
         if ("yaml_text" in attrs) == ("spec" in attrs):
@@ -59,7 +63,7 @@ class DeploymentSerializer(serializers.ModelSerializer):
 
 class ProcessSerializer(serializers.ModelSerializer):
     deployment_name = serializers.CharField(source="deployment.name", read_only=True)
-    revision_number = serializers.IntegerField(source="revision.number", read_only=True, default=None)
+    revision_number = serializers.IntegerField(source="revision.number", read_only=True, allow_null=True)
 
     class Meta:
         model = Process
@@ -108,14 +112,22 @@ class ActivateSerializer(serializers.Serializer):
 
 
 class ProblemSerializer(serializers.Serializer):
-    path = serializers.CharField()
-    instance = serializers.CharField(allow_null=True)
-    field = serializers.CharField()
+    """An Error item; a spec's problem has all five keys, an error in the request's other fields the first two."""
+
+    field = serializers.CharField(allow_null=True, help_text="where: in a spec problem the field within `instance` "
+                                                             "(tp, env.BROWSER; empty: the instance as a whole), "
+                                                             "or the spec path when no instance is named")
     message = serializers.CharField()
-    suggestion = serializers.CharField()
+    path = serializers.CharField(required=False, help_text="the spec path: instances[0].dp, run_dir, yaml (the "
+                                                           "text does not parse), spec (the whole spec)")
+    instance = serializers.CharField(required=False, allow_null=True,
+                                     help_text="the instance's name when the path is in one")
+    suggestion = serializers.CharField(required=False, help_text="a fix to try (may be empty)")
 
 
-class ProblemsSerializer(serializers.Serializer):
+class ProblemsSerializer(ErrorSerializer):
+    """The Error shape (apps/accounts/api_errors.py); a spec that does not validate lists its problems."""
+
     errors = ProblemSerializer(many=True)
 
 

@@ -1,15 +1,21 @@
 """Deployments API: deployments with their revisions, plan and diff, the job-starting actions, and processes."""
 
+from collections.abc import Mapping
+
 import django_filters
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 import plainyaml
+from apps.accounts.api_errors import BadGateway, Conflict, invalid_response
 from apps.accounts.roles import Role
+from apps.inventory.api.filters import IdOrNameFilter
+from apps.jobs.api.responses import job_started
 from apps.jobs.api.serializers import JobSerializer
 
 from ..logs import LogUnavailable, process_log_tail
@@ -54,8 +60,15 @@ BUSY = OpenApiResponse(description="another job acts on this deployment")
 
 
 def problems_response(exc: RevisionInvalid, data=None) -> Response:
-    named = [name_problem(p, data if isinstance(data, dict) else None).as_dict() for p in exc.problems]
-    return Response({"errors": named}, status=status.HTTP_400_BAD_REQUEST)
+    """The Error shape (apps/accounts/api_errors.py), its errors the named problems: path, instance, field (within
+    the instance when there is one), message, suggestion."""
+    named = [name_problem(p, data if isinstance(data, dict) else None) for p in exc.problems]
+    first = named[0] if named else None
+    where = (f"instance {first.instance}" + (f".{first.field}" if first.field else "") if first and first.instance
+             else first.path if first else "")
+    more = f" (and {len(named) - 1} more)" if len(named) > 1 else ""
+    detail = f"the spec does not validate: {where}: {first.message}{more}" if first else "the spec does not validate"
+    return invalid_response([p.as_dict() for p in named], detail=detail)
 
 
 def _yaml_data(text):
@@ -67,8 +80,15 @@ def _yaml_data(text):
         return None
 
 
+class DeployParamsSerializer(JobParamsSerializer):
+    revision = serializers.IntegerField(required=False, help_text="optional: the active revision's number, to make "
+                                                                  "sure it is the one deployed (any other is a 400)")
+
+
 class DeploymentFilterSet(django_filters.FilterSet):
-    cluster_name = django_filters.CharFilter(field_name="cluster__name")
+    cluster = IdOrNameFilter(field_name="cluster")
+    cluster_name = django_filters.CharFilter(field_name="cluster__name", lookup_expr="iexact")
+    name = django_filters.CharFilter(lookup_expr="iexact", help_text="exact, any case (?search= for a part)")
 
     class Meta:
         from ..models import Deployment
@@ -82,6 +102,8 @@ class DeploymentViewSet(viewsets.ModelViewSet):
     serializer_class = DeploymentSerializer
     filterset_class = DeploymentFilterSet
     ordering_fields = ["name", "created", "updated"]
+    search_fields = ["name", "description", "cluster__name"]
+    action_query_params = {"plan": ["revision"], "diff": ["old", "new"]}
     write_role = Role.OPERATOR  # operators own topologies; deleting one is for admins
     role_for_action = {"destroy": Role.ADMIN, "preflight": Role.OPERATOR, "deploy": Role.OPERATOR,
                        "stop": Role.OPERATOR, "restart": Role.OPERATOR, "rolling_restart": Role.OPERATOR,
@@ -109,7 +131,7 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         try:
             deployment_delete(deployment=self.get_object())
         except DeploymentBusy as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+            raise Conflict(str(exc)) from None
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(methods=["GET"], responses={200: RevisionSerializer(many=True)})
@@ -142,13 +164,12 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         revision = get_object_or_404(Revision, deployment=deployment, number=data.validated_data["revision"])
         try:
             if data.validated_data["deploy"]:
-                job = deployment_rollback(revision=revision, user=request.user)
-                return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+                return job_started(deployment_rollback(revision=revision, user=request.user))
             revision_activate(revision=revision, user=request.user)
         except RevisionInvalid as exc:
             return problems_response(exc, revision.spec)
         except DeploymentBusy as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+            raise Conflict(str(exc)) from None
         return Response(RevisionSerializer(revision).data)
 
     @extend_schema(parameters=[OpenApiParameter("revision", int, description="revision number (default: active)")],
@@ -162,7 +183,7 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         if request.query_params.get("revision"):
             number = request.query_params["revision"]
             if not number.isdecimal():
-                return Response({"revision": ["expected a revision number"]}, status=status.HTTP_400_BAD_REQUEST)
+                raise ValidationError({"revision": ["expected a revision number"]})
             revision = get_object_or_404(Revision, deployment=deployment, number=int(number))
         try:
             spec, plan = deployment_plan(deployment, revision)
@@ -173,17 +194,25 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         return Response({"revision": number, "profile": plan.profile, "text": plan_to_text(plan),
                          "stages": plan_by_node(plan), "warnings": list(plan.warnings), "processes": processes})
 
-    @extend_schema(parameters=[OpenApiParameter("old", int, required=True), OpenApiParameter("new", int, required=True)],
+    @extend_schema(parameters=[OpenApiParameter("old", int, description="revision number (default: the active one)"),
+                               OpenApiParameter("new", int, description="revision number (default: the newest)")],
                    responses={200: DiffSerializer})
     @action(detail=True, methods=["get"], filterset_class=None)
     def diff(self, request, pk=None):
+        """What `new` changes against `old`; by default the newest revision against the active one, so
+        `?new=3` alone is "revision 3 against what runs"."""
         deployment = self.get_object()
+        revisions = Revision.objects.filter(deployment=deployment)
+        defaults = {"old": deployment.active_revision, "new": revisions.order_by("-number").first()}
         numbers = {}
         for key in ("old", "new"):
             value = request.query_params.get(key, "")
+            if value == "" and defaults[key] is not None:
+                numbers[key] = defaults[key]
+                continue
             if not value.isdecimal():
-                return Response({key: ["expected a revision number"]}, status=status.HTTP_400_BAD_REQUEST)
-            numbers[key] = get_object_or_404(Revision, deployment=deployment, number=int(value))
+                raise ValidationError({key: ["expected a revision number"]})
+            numbers[key] = get_object_or_404(revisions, number=int(value))
         changes = revision_diff(numbers["old"], numbers["new"])
         return Response({"old": numbers["old"].number, "new": numbers["new"].number,
                          "changes": [{"path": p, "old": a, "new": b} for p, a, b in changes]})
@@ -197,9 +226,9 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         return HttpResponse(body, content_type="application/yaml",
                             headers={"Content-Disposition": f'attachment; filename="{deployment.name}.yaml"'})
 
-    def _job(self, request, starter, serializer_class=JobParamsSerializer, **fixed):
+    def _job(self, request, starter, serializer_class=JobParamsSerializer, body=None, **fixed):
         deployment = self.get_object()
-        data = serializer_class(data=request.data)
+        data = serializer_class(data=request.data if body is None else body)
         data.is_valid(raise_exception=True)
         params = data.validated_data  # a JobParams (serializers.JobParamsSerializer)
         extra = {k: getattr(params, k) for k in ("instance", "role") if getattr(params, k) is not None}
@@ -208,20 +237,33 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         except RevisionInvalid as exc:
             return problems_response(exc, deployment.active_revision.spec if deployment.active_revision else None)
         except BadJobParams as exc:
-            return Response({k: [v] for k, v in exc.errors.items()}, status=status.HTTP_400_BAD_REQUEST)
+            raise ValidationError({k: [v] for k, v in exc.errors.items()}) from None
         except DeploymentBusy as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+            raise Conflict(str(exc)) from None
+        return job_started(job)
 
     @extend_schema(request=JobParamsSerializer, responses={202: JobSerializer, 400: INVALID, 409: BUSY})
     @action(detail=True, methods=["post"])
     def preflight(self, request, pk=None):
         return self._job(request, deployment_preflight)
 
-    @extend_schema(request=JobParamsSerializer, responses={202: JobSerializer, 400: INVALID, 409: BUSY})
+    @extend_schema(request=DeployParamsSerializer, responses={202: JobSerializer, 400: INVALID, 409: BUSY})
     @action(detail=True, methods=["post"])
     def deploy(self, request, pk=None):
-        return self._job(request, deployment_deploy)
+        """Deploys the active revision; the job's label ("<name> r<N>") and params.revision_number name it. A
+        `revision` in the body must be that one: another is a 400 saying how to deploy it (activate with
+        deploy=true)."""
+        body = request.data
+        if isinstance(body, Mapping) and "revision" in body:
+            active = self.get_object().active_revision
+            wanted = body["revision"]
+            if active is None or str(wanted) != str(active.number):
+                running = f"r{active.number}" if active else "no revision"
+                raise ValidationError({"revision": [
+                    f"deploy deploys the active revision ({running}), not {wanted!r}: to deploy revision {wanted}, "
+                    f"POST activate/ with {{\"revision\": {wanted}, \"deploy\": true}}"]})
+            body = {k: v for k, v in body.items() if k != "revision"}
+        return self._job(request, deployment_deploy, body=body)
 
     @extend_schema(request=JobParamsSerializer, responses={202: JobSerializer, 409: BUSY})
     @action(detail=True, methods=["post"])
@@ -239,13 +281,24 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         return self._job(request, deployment_rolling_restart, RollingRestartParamsSerializer)
 
 
+class RevisionFilterSet(django_filters.FilterSet):
+    deployment = IdOrNameFilter(field_name="deployment")
+
+    class Meta:
+        model = Revision
+        fields = ["deployment", "is_active", "number", "launch_profile"]
+
+
 class RevisionViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = Revision.objects.select_related("created_by").order_by("deployment_id", "-number")
     serializer_class = RevisionSerializer
-    filterset_fields = ["deployment", "is_active", "number", "launch_profile"]
+    filterset_class = RevisionFilterSet
 
 
 class ProcessFilterSet(django_filters.FilterSet):
+    deployment = IdOrNameFilter(field_name="deployment")
+    node = IdOrNameFilter(field_name="node")
+
     class Meta:
         model = Process
         fields = ["deployment", "node", "node_name", "role", "instance", "state", "key"]
@@ -255,6 +308,8 @@ class ProcessViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     queryset = Process.objects.select_related("deployment", "revision").order_by("deployment_id", "role", "key")
     serializer_class = ProcessSerializer
     filterset_class = ProcessFilterSet
+    search_fields = ["key", "node_name", "instance"]
+    action_query_params = {"log": ["lines"]}
 
     @extend_schema(parameters=[OpenApiParameter("lines", int, description="how many last lines (default 200)")],
                    responses={200: ProcessLogSerializer, 502: OpenApiResponse(description="the node cannot be read")})
@@ -264,9 +319,9 @@ class ProcessViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         process = self.get_object()
         lines = request.query_params.get("lines", "200")
         if not lines.isdecimal():
-            return Response({"lines": ["expected a whole number"]}, status=status.HTTP_400_BAD_REQUEST)
+            raise ValidationError({"lines": ["expected a whole number"]})
         try:
             text = process_log_tail(process, lines=int(lines))
         except LogUnavailable as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
+            raise BadGateway(str(exc)) from None
         return Response({"key": process.key, "node": process.node_name, "log_path": process.log_path, "text": text})

@@ -37,7 +37,7 @@ def _float(name: str, help_text: str) -> serializers.FloatField:
 
 
 def settings_errors(exc: BadRunSettings) -> dict:
-    """{field: [message]}, the project's error format."""
+    """{field: [message]}, for a ValidationError (the Error shape flattens it to one error per field)."""
     return {name: [message] for name, message in exc.errors.items()}
 
 
@@ -155,6 +155,7 @@ class RunLinksSerializer(serializers.Serializer):
     cancel = serializers.CharField()
     resume = serializers.CharField()
     job = serializers.CharField(allow_null=True)
+    events = serializers.CharField(allow_null=True, help_text="the job's events (its log), null before it has a job")
     deployment = serializers.CharField(allow_null=True)
     sweep = serializers.CharField(allow_null=True)
 
@@ -162,9 +163,10 @@ class RunLinksSerializer(serializers.Serializer):
         def run_link(name):
             return reverse(f"eval-run-{name}", args=[run.pk])
 
-        return {"self": run_link("detail"), "page": reverse("evals:detail", args=[run.pk]), "samples": run_link("samples"), "cancel": run_link("cancel"),
-                "resume": run_link("resume"),
+        return {"self": run_link("detail"), "page": reverse("evals:detail", args=[run.pk]),
+                "samples": run_link("samples"), "cancel": run_link("cancel"), "resume": run_link("resume"),
                 "job": reverse("job-detail", args=[run.job_id]) if run.job_id else None,
+                "events": reverse("job-events", args=[run.job_id]) if run.job_id else None,
                 "deployment": reverse("deployment-detail", args=[run.deployment_id]) if run.deployment_id else None,
                 "sweep": reverse("eval-sweep-detail", args=[run.sweep_id]) if run.sweep_id else None}
 
@@ -177,7 +179,7 @@ LIST_FIELDS = ["id", "deployment", "deployment_name", "revision_number", "simula
 class EvalRunSerializer(serializers.ModelSerializer):
     status_label = serializers.CharField(source="get_status_display", read_only=True)
     percent = serializers.IntegerField(read_only=True)
-    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    created_by = serializers.CharField(source="created_by.username", read_only=True, allow_null=True)
 
     class Meta:
         model = EvalRun
@@ -247,7 +249,7 @@ class SweepPointSerializer(serializers.Serializer):
 
 
 class EvalSweepSerializer(serializers.ModelSerializer):
-    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    created_by = serializers.CharField(source="created_by.username", read_only=True, allow_null=True)
 
     class Meta:
         model = EvalSweep

@@ -4,11 +4,15 @@ import django_filters
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.accounts.api_errors import Conflict
 from apps.accounts.roles import Role
+from apps.inventory.api.filters import IdOrNameFilter
+from apps.jobs.api.responses import job_started
 
 from ..datasets import MAX_UPLOAD_BYTES, dataset_choice, dataset_choices
 from ..models import EvalRun, EvalSweep
@@ -36,23 +40,26 @@ from .serializers import (
     settings_errors,
 )
 
-BAD_SETTINGS = OpenApiResponse(description="{field: [message]} for the body's fields; run settings' own under "
-                                           "\"settings\"")
-NOT_NOW = OpenApiResponse(description="the action does not fit the run's state: {\"detail\": message}")
+BAD_SETTINGS = OpenApiResponse(description="a field is invalid: each error names it by its path in the body, "
+                                           "run settings' own under settings (settings.dataset)")
+NOT_NOW = OpenApiResponse(description="the action does not fit the run's state (detail says why)")
 MAX_COMPARED = 10
 
 
-def bad_settings_response(exc: BadRunSettings) -> Response:
-    """The service's errors placed where the body had them: run settings under "settings", the rest at the top."""
+def bad_settings(exc: BadRunSettings) -> ValidationError:
+    """The service's errors placed where the body had them: run settings under "settings" (so the Error shape names
+    them settings.<name>), the rest at the top."""
     errors, nested = {}, {}
     for name, messages in settings_errors(exc).items():
         (nested if name in known_names() else errors)[name] = messages
     if nested:
         errors["settings"] = nested
-    return Response(errors, status=status.HTTP_400_BAD_REQUEST)
+    return ValidationError(errors)
 
 
 class EvalRunFilterSet(django_filters.FilterSet):
+    deployment = IdOrNameFilter(field_name="deployment")
+
     class Meta:
         model = EvalRun
         fields = ["deployment", "status", "mode", "sweep", "dataset_key"]
@@ -63,6 +70,8 @@ class EvalRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = EvalRunSerializer
     filterset_class = EvalRunFilterSet
     ordering_fields = ["created", "accuracy", "concurrency"]
+    search_fields = ["deployment_name", "dataset_key"]
+    action_query_params = {"retrieve": ["include"]}
     write_role = Role.OPERATOR
 
     def get_queryset(self):
@@ -83,22 +92,28 @@ class EvalRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         run = EvalRun.objects.select_related("created_by").defer("perf_requests").get(pk=run.pk)
         return Response(EvalRunDetailSerializer(run, context={"request": self.request}).data, status=code)
 
+    def _started(self, run: EvalRun) -> Response:
+        """202, Location the run's job: the run is the body, links.job the job to wait on."""
+        run = EvalRun.objects.select_related("created_by", "job").defer("perf_requests").get(pk=run.pk)
+        return job_started(run.job, EvalRunDetailSerializer(run, context={"request": self.request}).data)
+
     @extend_schema(parameters=[OpenApiParameter("include", str, enum=["requests"],
                                                 description="requests: add perf_requests (one entry per request)")])
     def retrieve(self, request, *args, **kwargs):
         return super().retrieve(request, *args, **kwargs)
 
-    @extend_schema(request=EvalRunCreateSerializer, responses={201: EvalRunDetailSerializer, 400: BAD_SETTINGS})
+    @extend_schema(request=EvalRunCreateSerializer, responses={202: EvalRunDetailSerializer, 400: BAD_SETTINGS})
     def create(self, request, *args, **kwargs):
-        """Evaluate a deployment's active revision; the run's job goes to the evals queue."""
+        """Evaluate a deployment's active revision; the run's job goes to the evals queue. 202: Location is the
+        job (GET it with ?wait=N), the body the run."""
         data = EvalRunCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
             run = eval_run_create(deployment=data.validated_data["deployment"], user=request.user,
                                   settings=data.validated_data["settings"])
         except BadRunSettings as exc:
-            return bad_settings_response(exc)
-        return self._detail(run, status.HTTP_201_CREATED)
+            raise bad_settings(exc) from None
+        return self._started(run)
 
     @extend_schema(request=None, responses={202: EvalRunDetailSerializer, 409: NOT_NOW})
     @action(detail=True, methods=["post"])
@@ -107,7 +122,7 @@ class EvalRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         try:
             run = eval_cancel(run=self.get_object(), user=request.user)
         except EvalStateError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+            raise Conflict(str(exc)) from None
         return self._detail(run, status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses={202: EvalRunDetailSerializer, 409: NOT_NOW})
@@ -117,8 +132,8 @@ class EvalRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         try:
             run = eval_resume(run=self.get_object(), user=request.user)
         except EvalStateError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        return self._detail(run, status.HTTP_202_ACCEPTED)
+            raise Conflict(str(exc)) from None
+        return self._started(run)
 
     @extend_schema(parameters=[OpenApiParameter("correct", bool, description="false: only the wrong (and failed) "
                                                                              "answers; true: only the right ones")],
@@ -128,7 +143,7 @@ class EvalRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         run = self.get_object()
         correct = request.query_params.get("correct")
         if correct not in (None, "true", "false"):
-            return Response({"correct": ["expected true or false"]}, status=status.HTTP_400_BAD_REQUEST)
+            raise ValidationError({"correct": ["expected true or false"]})
         samples = samples_of(run, wrong_only=correct == "false")
         if correct == "true":
             samples = samples.filter(correct=True)
@@ -141,23 +156,22 @@ class EvalCompareView(APIView):
                                                 description=f"2 to {MAX_COMPARED} run ids, comma-separated; the "
                                                             "first is the baseline")],
                    responses={200: ComparisonSerializer,
-                              400: OpenApiResponse(description="{\"runs\": [message]}"),
+                              400: OpenApiResponse(description=f"runs is not 2 to {MAX_COMPARED} different run ids "
+                                                               "(the error names runs)"),
                               404: OpenApiResponse(description="names the run ids that do not exist")})
     def get(self, request):
         """Runs side by side: metrics with deltas and regressions against the first run, and topology changes."""
         raw = [part.strip() for part in request.query_params.get("runs", "").split(",") if part.strip()]
         not_ids = [part for part in raw if not part.isdecimal()]
         if not_ids:
-            return Response({"runs": [f"not run ids: {', '.join(not_ids)}"]}, status=status.HTTP_400_BAD_REQUEST)
+            raise ValidationError({"runs": [f"not run ids: {', '.join(not_ids)}"]})
         ids = [int(part) for part in raw]
         if len(set(ids)) != len(ids) or not 2 <= len(ids) <= MAX_COMPARED:
-            return Response({"runs": [f"give 2 to {MAX_COMPARED} different run ids, e.g. ?runs=3,7"]},
-                            status=status.HTTP_400_BAD_REQUEST)
+            raise ValidationError({"runs": [f"give 2 to {MAX_COMPARED} different run ids, e.g. ?runs=3,7"]})
         found = EvalRun.objects.defer("perf_requests").select_related("created_by").in_bulk(ids)
         missing = [str(i) for i in ids if i not in found]
         if missing:
-            return Response({"detail": f"no eval runs with ids {', '.join(missing)}"},
-                            status=status.HTTP_404_NOT_FOUND)
+            raise NotFound(f"no eval runs with ids {', '.join(missing)}")
         comparison = compare_runs([found[i] for i in ids])
         baseline = comparison.runs[0]
         changes = [{"run": run.pk, "baseline": baseline.pk,
@@ -167,18 +181,27 @@ class EvalCompareView(APIView):
                                               "topology_changes": changes, "notes": comparison.notes}).data)
 
 
+class EvalSweepFilterSet(django_filters.FilterSet):
+    deployment = IdOrNameFilter(field_name="deployment")
+
+    class Meta:
+        model = EvalSweep
+        fields = ["deployment"]
+
+
 class EvalSweepViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = EvalSweep.objects.select_related("created_by")
     serializer_class = EvalSweepSerializer
-    filterset_fields = ["deployment"]
+    filterset_class = EvalSweepFilterSet
     write_role = Role.OPERATOR
 
     def get_serializer_class(self):
         return EvalSweepSerializer if self.action == "list" else EvalSweepDetailSerializer
 
-    @extend_schema(request=EvalSweepCreateSerializer, responses={201: EvalSweepDetailSerializer, 400: BAD_SETTINGS})
+    @extend_schema(request=EvalSweepCreateSerializer, responses={202: EvalSweepDetailSerializer, 400: BAD_SETTINGS})
     def create(self, request, *args, **kwargs):
-        """Performance runs over several concurrencies, one after the other; only the first starts now."""
+        """Performance runs over several concurrencies, one after the other; only the first starts now. 202:
+        Location is that first run's job."""
         data = EvalSweepCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
@@ -186,8 +209,9 @@ class EvalSweepViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             sweep = eval_sweep_create(deployment=v["deployment"], user=request.user, concurrencies=v["concurrencies"],
                                       settings=v["settings"].as_dict())
         except BadRunSettings as exc:
-            return bad_settings_response(exc)
-        return Response(EvalSweepDetailSerializer(sweep).data, status=status.HTTP_201_CREATED)
+            raise bad_settings(exc) from None
+        first = sweep.runs.filter(job__isnull=False).select_related("job").order_by("concurrency").first()
+        return job_started(first.job, EvalSweepDetailSerializer(sweep).data)
 
 
 class EvalDatasetViewSet(viewsets.GenericViewSet):
@@ -204,8 +228,8 @@ class EvalDatasetViewSet(viewsets.GenericViewSet):
 
     @extend_schema(request=DatasetUploadSerializer,
                    responses={201: DatasetSerializer,
-                              400: OpenApiResponse(description="{field: [message]}; a bad line is named in "
-                                                               "\"file\", and nothing is stored")})
+                              400: OpenApiResponse(description="a field is invalid (each error names it); a bad line "
+                                                               "is named under file, and nothing is stored")})
     def create(self, request):
         """Upload a JSONL set; every line is checked before anything is stored."""
         data = DatasetUploadSerializer(data=request.data)
@@ -215,6 +239,6 @@ class EvalDatasetViewSet(viewsets.GenericViewSet):
             dataset = eval_dataset_upload(name=v["name"], family=v["family"], description=v["description"],
                                           data=v["file"].read(MAX_UPLOAD_BYTES + 1), user=request.user)
         except BadRunSettings as exc:
-            return Response(settings_errors(exc), status=status.HTTP_400_BAD_REQUEST)
+            raise ValidationError(settings_errors(exc)) from None
         return Response(DatasetSerializer(dataset_choice(f"upload:{dataset.name}")).data,
                         status=status.HTTP_201_CREATED)

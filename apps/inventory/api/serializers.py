@@ -1,5 +1,7 @@
 from rest_framework import serializers
 
+from apps.accounts.api_errors import ErrorSerializer
+
 from ..models import Cluster, Node, Npu, SshCredential
 from ..services import credential_save
 
@@ -10,6 +12,11 @@ class ClusterSerializer(serializers.ModelSerializer):
     class Meta:
         model = Cluster
         fields = ["id", "name", "description", "node_count", "created", "updated"]
+
+    def to_representation(self, instance):
+        if not hasattr(instance, "node_count"):  # a cluster just created: the view's queryset annotates the rest
+            instance.node_count = instance.nodes.count()
+        return super().to_representation(instance)
 
 
 class SshCredentialSerializer(serializers.ModelSerializer):
@@ -38,7 +45,7 @@ class SshCredentialSerializer(serializers.ModelSerializer):
 
 class NodeSerializer(serializers.ModelSerializer):
     cluster_name = serializers.CharField(source="cluster.name", read_only=True)
-    credential_name = serializers.CharField(source="credential.name", read_only=True, default=None)
+    credential_name = serializers.CharField(source="credential.name", read_only=True, allow_null=True)
     npu_total = serializers.IntegerField(read_only=True)
     npu_unhealthy = serializers.IntegerField(read_only=True)
 
@@ -56,6 +63,12 @@ class NodeSerializer(serializers.ModelSerializer):
             instance.pk = self.instance.pk
         instance.clean()
         return attrs
+
+    def to_representation(self, instance):
+        if not hasattr(instance, "npu_total"):  # a node just created: the view's queryset annotates the rest
+            instance.npu_total = instance.npus.count()
+            instance.npu_unhealthy = instance.npus.exclude(health="OK").count()
+        return super().to_representation(instance)
 
 
 class NpuSerializer(serializers.ModelSerializer):
@@ -90,6 +103,20 @@ class InventoryImportSerializer(serializers.Serializer):
         if not attrs.get("file") and not attrs.get("text"):
             raise serializers.ValidationError({"file": "send a file or text"})
         return attrs
+
+
+class InventoryFileErrorSerializer(serializers.Serializer):
+    field = serializers.CharField(allow_null=True, help_text="the value's path in the file: "
+                                                             "clusters[0].nodes[1].ssh_port")
+    message = serializers.CharField()
+    line = serializers.IntegerField(required=False, help_text="the line in the file (0: the file as a whole); "
+                                                              "absent when the request itself is wrong")
+
+
+class InventoryFileErrorsSerializer(ErrorSerializer):
+    """The Error shape (apps/accounts/api_errors.py); a rejected file's errors name their lines."""
+
+    errors = InventoryFileErrorSerializer(many=True)
 
 
 class InventoryImportResultSerializer(serializers.Serializer):
