@@ -87,6 +87,17 @@ def test_a_pending_job_with_no_worker_says_so_in_the_api_and_on_its_page(api_cli
     assert f"no worker consumes queue {queue}" in page
 
 
+def test_a_list_of_pending_jobs_reads_the_worker_registry_once(api_client_for, own_cache_prefix, monkeypatch):
+    from apps.jobs.api import serializers
+
+    calls = []
+    monkeypatch.setattr(serializers, "live_workers", lambda: calls.append(1) or [])
+    for _ in range(3):
+        _job()
+    rows = api_client_for("viewer").get("/api/jobs/", {"status": "pending"}).json()["results"]
+    assert [r["waiting"]["workers"] for r in rows] == [0, 0, 0] and len(calls) == 1
+
+
 def test_a_worker_counts_while_fresh_and_a_stale_entry_is_dropped(own_cache_prefix, settings):
     ssh = settings.PDCP_QUEUES["ssh"]
     worker_seen("celery@a:1", [ssh])

@@ -2,9 +2,10 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from ..choices import JobStatus
 from ..models import Job, JobEvent, JobNodeSummary
 from ..waiting import job_waiting
-from ..workers import STALE_SECONDS
+from ..workers import STALE_SECONDS, RegistryUnavailable, live_workers
 
 
 class JobNodeSummarySerializer(serializers.ModelSerializer):
@@ -57,7 +58,15 @@ class JobSerializer(serializers.ModelSerializer):
                                               help_text="null unless pending: how long, and whether any worker "
                                                         "consumes its queue"))
     def get_waiting(self, job: Job) -> dict | None:
-        return job_waiting(job)
+        if job.status != JobStatus.PENDING:
+            return None
+        workers = self.context.get("live_workers")  # one registry read per answer, however many jobs are pending
+        if workers is None:
+            try:
+                workers = self.context["live_workers"] = live_workers()
+            except RegistryUnavailable:
+                return job_waiting(job)  # which says the registry cannot be read
+        return job_waiting(job, workers)
 
 
 class JobEventSerializer(serializers.ModelSerializer):
