@@ -20,8 +20,11 @@ from apps.deployments.models import Deployment, Process
 from apps.deployments.topology import SpecError, spec_from_dict
 from apps.realtime.push import emit
 
+from .health import evaluate_round
+from .history import record_round
 from .live import TargetInfo, history_point, host_port, live_state
-from .scrape import TargetReading, fetch_text, read_target
+from .round_stats import record_round_stats
+from .scrape import OK, TargetReading, fetch_text, read_target
 from .selectors import HISTORY_LEN, LIVE_TTL_S, history_key, live_key, live_view
 
 logger = logging.getLogger(__name__)
@@ -85,6 +88,7 @@ def deployment_scrape(deployment: Deployment, processes: list[Process], *, fetch
     lock, token = f"telemetry:lock:{deployment.pk}", uuid.uuid4().hex
     if not cache.add(lock, token, timeout=LOCK_TTL_S):
         return None
+    started = time.monotonic()
     try:
         spec = _active_spec(deployment)
         targets = scrape_targets(processes, pool_backend=pool_backend(spec))
@@ -92,11 +96,15 @@ def deployment_scrape(deployment: Deployment, processes: list[Process], *, fetch
         state = live_state(deployment_id=deployment.pk, at=now(), targets=targets, readings=readings,
                            kv_bytes_per_token=kv_bytes_per_token(deployment, spec),
                            previous=cache.get(live_key(deployment.pk)))
+        state["health"] = evaluate_round(deployment, processes, targets, readings, state)
         history = (cache.get(history_key(deployment.pk)) or [])[-(HISTORY_LEN - 1):] + [history_point(state)]
         cache.set_many({live_key(deployment.pk): state, history_key(deployment.pk): history}, timeout=LIVE_TTL_S)
     finally:
         if cache.get(lock) == token:  # a round that outlived its lock must not release the next round's
             cache.delete(lock)
+    record_round(deployment, state)
+    record_round_stats(deployment_id=deployment.pk, duration_s=time.monotonic() - started, targets=len(readings),
+                       failed=sum(r.status != OK for r in readings))
     emit(f"deployment-{deployment.pk}", {"type": "live", "live": live_view(state, history)}, throttle=True)
     return state
 

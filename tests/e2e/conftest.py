@@ -18,7 +18,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-E2E_REDIS = "redis://127.0.0.1:6379/14"
+E2E_REDIS_DB = os.environ.get("PDCP_E2E_REDIS_DB", "14")  # one e2e run per database at a time
+E2E_REDIS = f"redis://127.0.0.1:6379/{E2E_REDIS_DB}"
 SPEC = {
     "name": "e2e",
     "nodes": [
@@ -95,7 +96,7 @@ def live_stack(transactional_db, tmp_path, settings):
     from controlplane.celery import app
 
     app.conf.broker_url = E2E_REDIS
-    subprocess.run(["redis-cli", "-n", "14", "flushdb"], capture_output=True, timeout=10)
+    subprocess.run(["redis-cli", "-n", E2E_REDIS_DB, "flushdb"], capture_output=True, timeout=10)
     port = free_port()
     web_log, worker_log = tmp_path / "web.log", tmp_path / "worker.log"
     web = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
