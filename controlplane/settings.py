@@ -134,7 +134,14 @@ CELERY_BEAT_SCHEDULE = {
     "scrape-live-state": {"task": "apps.telemetry.tasks.scrape_live_state_task", "schedule": 5.0,
                           "options": {"expires": 5.0}},  # a round older than the period is already stale
     "poll-npus": {"task": "apps.inventory.tasks.poll_npus_task", "schedule": 30.0, "options": {"expires": 30.0}},
+    "history-rollup": {"task": "apps.telemetry.tasks.history_rollup_task", "schedule": 60.0,
+                       "options": {"expires": 60.0}},
 }
+# History of the scrape rounds (apps/telemetry/history): how long each tier is kept before the rollup task
+# deletes it. Raw points (one per round) in hours, 1-minute and 10-minute points in days.
+PDCP_HISTORY_RAW_HOURS = env_int("PDCP_HISTORY_RAW_HOURS", 1, minimum=1)
+PDCP_HISTORY_MINUTE_DAYS = env_int("PDCP_HISTORY_MINUTE_DAYS", 1, minimum=1)
+PDCP_HISTORY_TEN_MINUTE_DAYS = env_int("PDCP_HISTORY_TEN_MINUTE_DAYS", 30, minimum=1)
 # A running job whose worker has not beaten its heart for this long is marked failed by the sweep.
 JOB_HEARTBEAT_TIMEOUT_SECONDS = int(env_str("JOB_HEARTBEAT_TIMEOUT_SECONDS", "60"))
 

@@ -9,3 +9,9 @@ def scrape_live_state_task() -> int:
 
     return len(scrape_running_deployments())
 
+
+@shared_task(ignore_result=True)
+def history_rollup_task() -> dict:
+    from .history.rollup import rollup_and_clean
+
+    return rollup_and_clean()

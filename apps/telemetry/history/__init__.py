@@ -1,8 +1,12 @@
-"""History of the scrape rounds in the database, downsampled by tier (models.MetricPoint)."""
+"""History of the scrape rounds in the database, downsampled by tier (models.MetricPoint): each round writes raw
+points (write.py), a periodic task rolls them up into 1-minute and 10-minute points and deletes what is older
+than its tier keeps (rollup.py), and the charts read one subject's series over a window (selectors.py).
+docs/telemetry-history.md."""
 
 from __future__ import annotations
 
+from .selectors import series, subjects
+from .tiers import WINDOWS
+from .write import record_round
 
-def record_round(deployment, state: dict) -> None:
-    """Keep one round's numbers (called by services.deployment_scrape after the live state is stored)."""
-    # INTERFACE: filled by the history work (issue 12 item 1)
+__all__ = ["WINDOWS", "record_round", "series", "subjects"]
