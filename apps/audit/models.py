@@ -10,6 +10,7 @@ class AuditAction(models.TextChoices):
     DELETE = "delete", "Deleted"
     JOB = "job", "Started job"
     LOGIN = "login", "Logged in"
+    HEALTH = "health", "Health changed"  # an instance's health state moved (by the system: user None)
 
 
 AUDIT_ACTION_COLOUR = {
@@ -18,6 +19,7 @@ AUDIT_ACTION_COLOUR = {
     AuditAction.DELETE: "red",
     AuditAction.JOB: "purple",
     AuditAction.LOGIN: "grey",
+    AuditAction.HEALTH: "amber",
 }
 
 
