@@ -18,6 +18,9 @@ from apps.inventory.api.views import (
     SshCredentialViewSet,
 )
 from apps.jobs.api.views import JobViewSet, WorkersView
+from apps.telemetry.api.health import DeploymentHealthPolicyView, DeploymentHealthView
+from apps.telemetry.api.history import DeploymentHistoryView
+from apps.telemetry.api.prometheus import PrometheusSdView
 from apps.telemetry.api.views import DeploymentTopologyView
 
 router = DefaultRouter()
@@ -42,6 +45,7 @@ urlpatterns = [
     path("inventory/import/", InventoryImportView.as_view(), name="api-inventory-import"),
     path("inventory/export/", InventoryExportView.as_view(), name="api-inventory-export"),
     path("workers/", WorkersView.as_view(), name="api-workers"),
+    path("prometheus/sd/", PrometheusSdView.as_view(), name="api-prometheus-sd"),
     path("evals/compare/", EvalCompareView.as_view(), name="eval-compare"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
@@ -49,5 +53,8 @@ urlpatterns = [
     # Same pattern (and .json suffix) the router gave this action when DeploymentViewSet served it.
     *format_suffix_patterns([re_path(r"^deployments/(?P<pk>[^/.]+)/topology/$", DeploymentTopologyView.as_view(),
                                      name="deployment-topology")]),
+    path("deployments/<int:pk>/history/", DeploymentHistoryView.as_view(), name="deployment-history"),
+    path("deployments/<int:pk>/health-policy/", DeploymentHealthPolicyView.as_view(), name="deployment-health-policy"),
+    path("deployments/<int:pk>/health/", DeploymentHealthView.as_view(), name="deployment-health"),
     path("", include(router.urls)),
 ]

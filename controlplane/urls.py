@@ -1,9 +1,12 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from apps.telemetry.ecosystem.views import control_plane_metrics
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("controlplane.api_urls")),
+    path("metrics", control_plane_metrics, name="control-plane-metrics"),
     path("deployments/", include("apps.deployments.urls")),
     path("evals/", include("apps.evals.urls")),
     path("", include("apps.telemetry.urls")),

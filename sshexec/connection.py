@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import paramiko
 
+from .connection_stats import connection_changed
 from .errors import (
     SshAuthFailed,
     SshCommandTimeout,
@@ -123,6 +124,7 @@ class SshConnection:
             if transport is None or not transport.is_active():
                 self._close_client()
                 self._client = self._connect_with_retries()
+                connection_changed(self)
                 transport = self._client.get_transport()
             return transport
 
@@ -183,6 +185,15 @@ class SshConnection:
         if self._client is not None:
             self._client.close()
             self._client = None
+            connection_changed()
+
+    @property
+    def is_open(self) -> bool:
+        """Connected from this process and the transport still up (connection_stats counts these)."""
+        if self._pid != os.getpid() or self._client is None:
+            return False
+        transport = self._client.get_transport()
+        return transport is not None and transport.is_active()
 
     def connect(self) -> None:
         """Open the connection now (otherwise the first command does)."""

@@ -6,6 +6,10 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from apps.accounts.roles import Role, has_role
 
+from .process_gauges import ProcessGauge
+
+websocket_clients = ProcessGauge("websocket_clients")  # this process's open sockets, for /metrics
+
 
 class ObjectGroupConsumer(AsyncJsonWebsocketConsumer):
     model = None  # the model whose row must exist
@@ -21,11 +25,16 @@ class ObjectGroupConsumer(AsyncJsonWebsocketConsumer):
         self.group = f"{self.group_prefix}-{object_id}"
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        websocket_clients.add(1)
+        self.counted = True
 
     def _may_watch(self, user, object_id: int) -> bool:
         return bool(user) and has_role(user, self.role) and self.model.objects.filter(pk=object_id).exists()
 
     async def disconnect(self, code):
+        if getattr(self, "counted", False):
+            websocket_clients.add(-1)
+            self.counted = False
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
