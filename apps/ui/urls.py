@@ -12,4 +12,5 @@ urlpatterns = [
                                                 authentication_form=ThrottledAuthenticationForm), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.dashboard, name="dashboard"),
+    path("overview/", views.overview, name="overview"),
 ]
