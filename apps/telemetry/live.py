@@ -6,6 +6,7 @@ Pure functions on plain data, so the arithmetic is tested without a network, a d
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -51,6 +52,40 @@ def window_mean(sum_now, sum_prev, count_now, count_prev) -> float | None:
     if dc is None or ds is None or dc <= 0:
         return None
     return ds / dc
+
+
+def histogram_quantile(q: float, buckets: dict[str, float]) -> float | None:
+    """Prometheus' histogram_quantile on cumulative buckets {le: count}: the bucket holding rank q·total, with
+    linear interpolation inside it (the first bucket starts at 0). Rank in +Inf: the highest finite bound.
+    None without observations or without a +Inf bucket (Prometheus: NaN)."""
+    rows = sorted((float(le), count) for le, count in buckets.items())
+    if len(rows) < 2 or rows[-1][0] != math.inf:
+        return None
+    bounds, counts = [b for b, _ in rows], []
+    for _, count in rows:
+        counts.append(max(count, counts[-1]) if counts else count)  # a non-monotonic read, as Prometheus fixes it
+    total = counts[-1]
+    if total <= 0:
+        return None
+    rank = q * total
+    b = next(i for i, c in enumerate(counts) if c >= rank)
+    if b == len(rows) - 1:
+        return bounds[-2]
+    if b == 0 and bounds[0] <= 0:
+        return bounds[0]
+    start, below = (0.0, 0.0) if b == 0 else (bounds[b - 1], counts[b - 1])
+    inside = counts[b] - below
+    return start if inside <= 0 else start + (bounds[b] - start) * (rank - below) / inside
+
+
+def bucket_delta(cur: dict[str, float] | None, prev: dict[str, float] | None) -> dict[str, float] | None:
+    """Observations per bucket between two reads of one process's cumulative buckets; a bucket that went down
+    means the process restarted, and then all of its buckets are new."""
+    if cur is None or prev is None:
+        return None
+    if any(count < prev.get(le, 0.0) for le, count in cur.items()):
+        return dict(cur)
+    return {le: count - prev.get(le, 0.0) for le, count in cur.items()}
 
 
 def kv_bytes_rate(prompt_tok_s: float | None, kv_bytes_per_token: int | None) -> float | None:
@@ -131,6 +166,17 @@ def _instance(rows: list[tuple[TargetReading, dict]], dt: float | None) -> dict:
         pairs = [(s, c) for s, c in pairs if s is not None and c]
         return sum(s for s, _ in pairs) / sum(c for _, c in pairs) if pairs else None
 
+    def quantiles(prefix: str) -> dict[str, float | None]:
+        """p50 and p99 over the window from the processes' bucket deltas, summed on the bounds they share."""
+        deltas = [bucket_delta(v.get(f"{prefix}_buckets"), was_buckets(p, f"{prefix}_buckets")) for v, p in ok]
+        deltas = [d for d in deltas if d] if dt else []  # a rank with no observed label set yet shows no buckets
+        shared = set.intersection(*(set(d) for d in deltas)) if deltas else set()
+        window = {le: sum(d[le] for d in deltas) for le in shared}
+        return {f"{prefix}_p50_s": histogram_quantile(0.5, window), f"{prefix}_p99_s": histogram_quantile(0.99, window)}
+
+    def was_buckets(p: dict, field: str) -> dict | None:
+        return None if field not in p else (p[field] or {})
+
     def delta_sum(field):
         vals = [counter_delta(v.get(field), was(p, field)) for v, p in ok]
         vals = [x for x in vals if x is not None]
@@ -152,6 +198,7 @@ def _instance(rows: list[tuple[TargetReading, dict]], dt: float | None) -> dict:
         "kv_usage": max(usages) if usages else None,  # the fullest rank: that is the one that will stall
         "prompt_tok_s": rate_sum("prompt_tokens"), "gen_tok_s": rate_sum("generation_tokens"),
         "ttft_s": mean("ttft") if dt else None, "itl_s": mean("itl") if dt else None,
+        **quantiles("ttft"), **quantiles("itl"),
         "prefix_hit_rate": prefix_window, "prefix_hit_rate_total": prefix_total,
         "connector_hit_rate": connector_window, "connector_hit_rate_total": connector_total,
         "connector_hit_tok_s": rate_sum("external_hits"),
@@ -230,36 +277,33 @@ def _pool_summary(instances: dict[str, dict], master_key: str | None) -> dict:
     }
 
 
+def _new_kv_edge() -> dict:
+    return {"requests": 0.0, "prompt_tokens": 0.0, "req_s": None, "prompt_tok_s": None, "kv_bytes_s": None,
+            "source": None, "source_label": "", "engine_kv_bytes_s": None}
+
+
 def _edges(proxy: TargetReading | None, proxy_prev: dict, engines, info, instance_of, dt, kv_bytes_per_token):
     out: dict[str, dict] = {}
 
     def edge(p_inst: str, d_inst: str) -> dict:
-        return out.setdefault(f"kv_transfer:inst:{p_inst}->inst:{d_inst}", {
-            "requests": 0.0, "prompt_tokens": 0.0, "req_s": None, "prompt_tok_s": None, "kv_bytes_s": None,
-            "source": None, "source_label": "", "engine_kv_bytes_s": None})
+        key = f"kv_transfer:inst:{p_inst}->inst:{d_inst}"
+        d = out.get(key)
+        if d is None:
+            d = out[key] = _new_kv_edge()
+        return d
 
     def add(d: dict, field: str, value: float | None):
         if value is not None:
             d[field] = (d[field] or 0.0) + value
 
     if proxy is not None and proxy.status == OK:
-        prev = {(e["prefill"], e["decode"]): e for e in proxy_prev.get("edges", ())}
-        for e in proxy.values["edges"]:
-            p_inst, d_inst = instance_of.get(e["prefill"]), instance_of.get(e["decode"])
-            if p_inst is None or d_inst is None:
-                continue  # an instance the proxy knows and this revision does not (added by hand)
-            d = edge(p_inst, d_inst)
-            # An edge the previous round did not list had carried nothing yet: it counts from 0.
-            was = prev.get((e["prefill"], e["decode"]), {"requests": 0.0, "prompt_tokens": 0.0} if proxy_prev else {})
-            d["requests"] += e["requests"]
-            d["prompt_tokens"] += e["prompt_tokens"]
-            add(d, "req_s", rate(e["requests"], was.get("requests"), dt))
-            add(d, "prompt_tok_s", rate(e["prompt_tokens"], was.get("prompt_tokens"), dt))
-        for d in out.values():
-            d["kv_bytes_s"] = kv_bytes_rate(d["prompt_tok_s"], kv_bytes_per_token)
-            if d["kv_bytes_s"] is not None:
-                d["source"] = KV_SOURCE_PROXY
-                d["source_label"] = f"proxy prompt tokens × {kv_bytes_per_token:,} B/token (model profile)"
+        _proxy_edges(out, proxy.values["edges"], proxy_prev, instance_of, dt)
+        if kv_bytes_per_token:
+            label = f"proxy prompt tokens × {kv_bytes_per_token:,} B/token (model profile)"
+            for d in out.values():
+                if d["prompt_tok_s"] is not None:
+                    d["kv_bytes_s"] = d["prompt_tok_s"] * kv_bytes_per_token
+                    d["source"], d["source_label"] = KV_SOURCE_PROXY, label
         # Request legs proxy -> Prefill, per instance.
         legs_prev = {(b["role"], b["backend"]): b["requests"] for b in proxy_prev.get("backends", ())}
         for b in proxy.values["backends"]:
@@ -292,6 +336,34 @@ def _edges(proxy: TargetReading | None, proxy_prev: dict, engines, info, instanc
             d["kv_bytes_s"], d["source"] = d["engine_kv_bytes_s"], KV_SOURCE_ENGINE
             d["source_label"] = f"engines' {ENGINE_KV_METRIC}"
     return out
+
+
+def _proxy_edges(out: dict[str, dict], edges: list[dict], proxy_prev: dict, instance_of: dict, dt) -> None:
+    """The proxy's per-pair counters summed into instance P->D edges, with their rates: one pass, one dict lookup
+    per pair for the previous round's counters and one for the edge."""
+    prev = {(e["prefill"], e["decode"]): e for e in proxy_prev.get("edges", ())} if dt else {}
+    # An edge the previous round did not list had carried nothing yet: it counts from 0.
+    unseen = {"requests": 0.0, "prompt_tokens": 0.0} if proxy_prev else {}
+    for e in edges:
+        p_addr, d_addr = e["prefill"], e["decode"]
+        p_inst, d_inst = instance_of.get(p_addr), instance_of.get(d_addr)
+        if p_inst is None or d_inst is None:
+            continue  # an instance the proxy knows and this revision does not (added by hand)
+        key = f"kv_transfer:inst:{p_inst}->inst:{d_inst}"
+        d = out.get(key)
+        if d is None:
+            d = out[key] = _new_kv_edge()
+        requests, tokens = e["requests"], e["prompt_tokens"]
+        d["requests"] += requests
+        d["prompt_tokens"] += tokens
+        if dt:
+            was = prev.get((p_addr, d_addr), unseen)
+            r = rate(requests, was.get("requests"), dt)
+            if r is not None:
+                d["req_s"] = (d["req_s"] or 0.0) + r
+            r = rate(tokens, was.get("prompt_tokens"), dt)
+            if r is not None:
+                d["prompt_tok_s"] = (d["prompt_tok_s"] or 0.0) + r
 
 
 def _proxy_service(r: TargetReading, prev: dict, dt: float | None) -> dict:

@@ -57,6 +57,20 @@ def test_mooncake_master_exposition(real_targets):
     assert r.values["key_count"] == 0 and r.values["allocated_bytes"] == 0 and r.values["total_bytes"] is not None
 
 
+@pytest.mark.parametrize("role", ["prefill", "decode", "proxy", "kv_pool"])
+def test_real_pages_read_the_same_with_only_the_lines_their_reader_uses(real_targets, role):
+    from apps.telemetry import scrape
+
+    url = {"prefill": real_targets["p"].url + "/metrics", "decode": real_targets["d"].url + "/metrics",
+           "proxy": real_targets["proxy"].url + "/metrics", "kv_pool": real_targets["pool"]}[role]
+    text = scrape.fetch_text(url)
+    whole = scrape.EXTRACTORS[role](scrape.parse_exposition(text))
+    assert scrape.EXTRACTORS[role](scrape.parse_exposition(text, scrape.READS[role])) == whole
+    assert scrape._split_page(text, scrape.READS[role]) is not None  # the filtered path, not its fallback
+    if role == "proxy":
+        assert whole["edges"] and scrape._split_page(text, scrape.READS[role])[1]  # edges by the strict reader
+
+
 def test_a_target_of_the_wrong_kind_is_garbled_not_mistaken(real_targets):
     r = read_target("p0-dp0", "prefill", real_targets["proxy"].url + "/metrics")
     assert r.status == GARBLED and "no vllm: metrics" in r.reason
