@@ -23,9 +23,20 @@ from apps.realtime.push import emit
 from .health import evaluate_round
 from .history import record_round
 from .live import TargetInfo, history_point, host_port, live_state
+from .models import InstanceHealth, InstanceState
 from .round_stats import record_round_stats
 from .scrape import OK, TargetReading, fetch_text, read_target
-from .selectors import HISTORY_LEN, LIVE_TTL_S, history_key, live_key, live_view
+from .selectors import (
+    HISTORY_LEN,
+    KV_EDGE,
+    LIVE_TTL_S,
+    aggregated,
+    busy,
+    history_entry,
+    history_key,
+    live_key,
+    push_view,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -96,21 +107,32 @@ def deployment_scrape(deployment: Deployment, processes: list[Process], *, fetch
         state = live_state(deployment_id=deployment.pk, at=now(), targets=targets, readings=readings,
                            kv_bytes_per_token=kv_bytes_per_token(deployment, spec),
                            previous=cache.get(live_key(deployment.pk)))
-        state["health"] = evaluate_round(deployment, processes, targets, readings, state)
-        history = (cache.get(history_key(deployment.pk)) or [])[-(HISTORY_LEN - 1):] + [history_point(state)]
-        cache.set_many({live_key(deployment.pk): state, history_key(deployment.pk): history}, timeout=LIVE_TTL_S)
+        state["health"] = evaluate_round(deployment, readings, now=state["at"])
+        point = history_entry(history_point(state), state["instances"])
+        history = (cache.get(history_key(deployment.pk)) or [])[-(HISTORY_LEN - 1):] + [point]
+        cache.set_many({live_key(deployment.pk): stored_state(state), history_key(deployment.pk): history},
+                       timeout=LIVE_TTL_S)
     finally:
         if cache.get(lock) == token:  # a round that outlived its lock must not release the next round's
             cache.delete(lock)
     record_round(deployment, state)
     record_round_stats(deployment_id=deployment.pk, duration_s=time.monotonic() - started, targets=len(readings),
                        failed=sum(r.status != OK for r in readings))
-    emit(f"deployment-{deployment.pk}", {"type": "live", "live": live_view(state, history)}, throttle=True)
+    emit(f"deployment-{deployment.pk}", {"type": "live", "live": push_view(state, point)}, throttle=True)
     return state
 
 
+def stored_state(state: dict) -> dict:
+    """The live state as Redis keeps it: a large mesh's idle P->D pairs are left out (the next round's rates come
+    from the targets' readings, and a pair not listed reads as idle)."""
+    if not aggregated(state["instances"]):
+        return state
+    return {**state, "edges": {e: d for e, d in state["edges"].items() if not e.startswith(KV_EDGE) or busy(d)}}
+
+
 def scrape_running_deployments(*, fetch=fetch_text) -> dict[int, dict | None]:
-    """Every deployment with at least one running process, one after the other (targets of one in parallel)."""
+    """Every deployment with at least one running process, one after the other (targets of one in parallel); and
+    a health round for each deployment whose processes all stopped since, so its instances end stopped."""
     by_deployment: dict[int, list[Process]] = defaultdict(list)
     for p in Process.objects.filter(state=ProcessState.RUNNING).only(
             "deployment_id", "key", "role", "instance", "address", "ports"):
@@ -122,4 +144,9 @@ def scrape_running_deployments(*, fetch=fetch_text) -> dict[int, dict | None]:
         except Exception:  # one deployment's trouble (Redis hiccup, odd spec) must not starve the others
             logger.exception("telemetry scrape of deployment %s failed", deployment.pk)
             out[deployment.pk] = None
+    quiet = (InstanceHealth.objects.exclude(state=InstanceState.STOPPED).exclude(deployment_id__in=by_deployment)
+             .values_list("deployment_id", flat=True).distinct())
+    for deployment in Deployment.objects.filter(pk__in=list(quiet)).defer("proxy_admin_token"):
+        out[deployment.pk] = None
+        evaluate_round(deployment, [])
     return out

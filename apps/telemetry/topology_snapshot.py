@@ -29,7 +29,7 @@ from apps.inventory.models import Node
 from apps.jobs.choices import JobStatus
 from apps.jobs.models import Job
 
-from .selectors import deployment_live
+from .selectors import MESH_DETAIL_MAX_PAIRS, deployment_live
 
 ENGINE_ROLES = ("prefill", "decode")
 # Worst first: an instance shows the worst state of its processes.
@@ -47,7 +47,7 @@ def topology_snapshot(deployment: Deployment) -> dict:
         "edges": [], "stray_processes": [], "active_job": _active_job(deployment), "drawn_despite_problems": False,
         "state_colours": {str(k): v for k, v in PROCESS_STATE_COLOUR.items()},
         "role_colours": dict(ROLE_COLOUR),
-        "live": deployment_live(deployment.pk),
+        "live": deployment_live(deployment.pk), "kv_mesh": None,
     }
     inventory = cluster_nodes(deployment.cluster)
     try:
@@ -64,11 +64,14 @@ def topology_snapshot(deployment: Deployment) -> dict:
     rows = {p.key: p for p in Process.objects.filter(deployment=deployment).select_related("revision")}
     out["profile"] = plan.profile
     out["drawn_despite_problems"] = bool(out["problems"])
-    out["instances"] = _instances(spec, plan, rows)
-    out["services"] = [_service(p, rows.get(p.key), spec) for p in plan.processes if p.role not in ENGINE_ROLES]
+    health = (out["live"] or {}).get("health") or {}
+    out["instances"] = [{**i, "health": health.get(i["name"])} for i in _instances(spec, plan, rows)]
+    out["services"] = [{**_service(p, rows.get(p.key), spec), "health": health.get(p.key)}
+                       for p in plan.processes if p.role not in ENGINE_ROLES]
     out["nodes"] = _nodes(plan, inventory, out["instances"])
     out["client"] = _client(spec, inventory)
     out["edges"] = topology_edges(spec, plan)
+    out["kv_mesh"] = kv_mesh(spec)
     planned = {p.key for p in plan.processes}
     out["stray_processes"] = [
         {"key": r.key, "node": r.node_name, "role": r.role, "pid": r.pid, **_state_of(r)}
@@ -279,9 +282,20 @@ def pool_mode(spec: TopologySpec, role: str) -> str:
     return " + ".join(doing) or "holds pool memory"
 
 
+KV_FABRIC = "kv-fabric"  # the P->D mesh drawn as one bus when it has more pairs than the picture can draw
+
+
+def kv_mesh(spec: TopologySpec) -> dict:
+    """The P->D hand-over mesh: its size, and whether the picture draws it per pair or aggregated per instance."""
+    p = sum(i.role == "prefill" for i in spec.instances)
+    d = sum(i.role == "decode" for i in spec.instances)
+    return {"prefills": p, "decodes": d, "pairs": p * d, "aggregated": p * d > MESH_DETAIL_MAX_PAIRS,
+            "max_drawn_pairs": MESH_DETAIL_MAX_PAIRS}
+
+
 def topology_edges(spec: TopologySpec, plan: Plan) -> list[dict]:
     """The request path and the KV paths, derived from the plan: client -> proxy -> every P -> every D
-    (the KV hand-over, labelled with both side-channel windows), every P/D -> the KV pool (its master, or the
+    (the KV hand-over, labelled with both side-channel windows; a large mesh as every P -> the KV fabric -> every D), every P/D -> the KV pool (its master, or the
     simulated memcached ring as one group)."""
     procs = plan.processes
     proxy = next((p for p in procs if p.role == "proxy"), None)
@@ -294,6 +308,7 @@ def topology_edges(spec: TopologySpec, plan: Plan) -> list[dict]:
             windows[p.instance] = (min(lo, p.kv_port_window[0]), max(hi, p.kv_port_window[1]))
     prefills = [i for i in spec.instances if i.role == "prefill"]
     decodes = [i for i in spec.instances if i.role == "decode"]
+    mesh = kv_mesh(spec)
     edges = []
 
     def add(kind: str, source: str, target: str, label: str, **extra):
@@ -308,7 +323,14 @@ def topology_edges(spec: TopologySpec, plan: Plan) -> list[dict]:
         add("request", "client", f"proc:{proxy.key}", f"HTTP :{proxy.ports[0]}")
         for inst in prefills:
             add("request", f"proc:{proxy.key}", f"inst:{inst.name}", "prefill request")
-    for p in prefills:
+    if mesh["aggregated"]:  # one edge per instance into or out of the KV fabric, not one per pair
+        for p in prefills:
+            add("kv_fabric", f"inst:{p.name}", KV_FABRIC, f"KV out {window(p.name)} → {len(decodes)} Decode",
+                side="out", source_window=list(windows.get(p.name, ())))
+        for d in decodes:
+            add("kv_fabric", KV_FABRIC, f"inst:{d.name}", f"KV in {window(d.name)} ← {len(prefills)} Prefill",
+                side="in", target_window=list(windows.get(d.name, ())))
+    for p in prefills if not mesh["aggregated"] else ():
         for d in decodes:
             add("kv_transfer", f"inst:{p.name}", f"inst:{d.name}", f"KV {window(p.name)} → {window(d.name)}",
                 source_window=list(windows.get(p.name, ())), target_window=list(windows.get(d.name, ())))

@@ -33,6 +33,24 @@ function text(parent, x, y, str, attrs = {}) {
   return t;
 }
 
+// Text widths from a canvas with the element's font (looked up once per class): SVG's getComputedTextLength()
+// forces a layout of the whole picture each time, which at 256 instances costs more than the drawing.
+const measureCtx = document.createElement("canvas").getContext("2d");
+const fontOf = new Map();
+function textWidth(t) {
+  const cls = t.getAttribute("class") ?? "";
+  let font = fontOf.get(cls);
+  if (font === undefined) {
+    const probe = t.isConnected ? t : (svgNow ?? root).appendChild(t.cloneNode(false)); // detached: a stand-in
+    const cs = getComputedStyle(probe);
+    if (probe !== t) probe.remove();
+    font = `${cs.fontStyle} ${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+    fontOf.set(cls, font);
+  }
+  measureCtx.font = font;
+  return measureCtx.measureText(t.textContent).width;
+}
+
 function tip(parent, str) {
   el("title", {}, parent).textContent = str;
 }
@@ -239,14 +257,14 @@ function drawNode(svg, box, snapshot, colours) {
     + `\n${node.dies.length} NPU dies · ${node.reachability_label}\nprocesses: ${node.processes.join(", ")}`);
   el("rect", { x: box.x, y: box.y, width: box.w, height: box.h, rx: 8, class: "node-box" }, g);
   const name = text(g, box.x + 10, box.y + 19, node.name, { class: "node-name" });
-  const sub = text(g, box.x + 18 + name.getComputedTextLength(), box.y + 19,
+  const sub = text(g, box.x + 18 + textWidth(name), box.y + 19,
     `${node.address} · ${node.hardware_model || "—"}`, { class: "node-sub" });
   el("circle", { cx: box.x + box.w - 14, cy: box.y + 14, r: 5, fill: COLOUR[node.reachability_colour] || COLOUR.grey,
     class: "reach" }, g);
   const reach = text(g, box.x + box.w - 24, box.y + 18, node.reachability_label.toLowerCase(),
     { class: "node-sub", "text-anchor": "end" });
   // Narrow boxes: the reachability word gives way to the address (the dot and the hover keep it).
-  if (box.x + 18 + name.getComputedTextLength() + sub.getComputedTextLength() + 8 > box.x + box.w - 24 - reach.getComputedTextLength()) {
+  if (box.x + 18 + textWidth(name) + textWidth(sub) + 8 > box.x + box.w - 24 - textWidth(reach)) {
     reach.remove();
   }
   if (node.dies.length) drawDies(g, box, node, colours);
@@ -307,18 +325,19 @@ function drawRank(parent, inst, r, x, y, w, colours) {
   const port = r.headless ? "headless" : `:${r.api_port}`;
   const base = `dp${r.dp_rank}  ${port}  dies ${ranges(r.devices)}  kv ${windowText(r.kv_port_window)}`;
   const line = text(row, x + 26, y + 12, base + (r.pid ? `  pid ${r.pid}` : ""), { class: "rank-text" });
-  if (line.getComputedTextLength() > w - 50) line.textContent = base; // the pid stays in the hover
+  if (textWidth(line) > w - 50) line.textContent = base; // the pid stays in the hover
   tip(row, rankTip(r));
 }
 
 function drawInstance(parent, inst, colours) {
   const b = boxesNow.get(inst.id);
   const { colour, tint } = stateStyle(inst);
-  const g = el("g", { class: `topo-instance role-${inst.role}`, "data-instance": inst.name, "data-state": inst.state ?? "none" }, parent);
+  const g = el("g", { class: `topo-instance role-${inst.role}`, "data-instance": inst.name, "data-state": inst.state ?? "none" },
+    instanceLink(parent, inst.name));
   el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 6, fill: tint, stroke: colour, "stroke-width": 2,
     "stroke-dasharray": inst.state ? null : "4 3" }, g);
   const name = text(g, b.x + 8, b.y + 15, `${inst.name}`, { class: "inst-name" });
-  text(g, b.x + 16 + name.getComputedTextLength(), b.y + 15,
+  text(g, b.x + 16 + textWidth(name), b.y + 15,
     `${inst.role} · TP${inst.tp} × DP${inst.dp}${inst.dp > 1 ? ` (${inst.dp_style})` : ""} · KV ${windowText(inst.kv_port_window)}`,
     { class: "inst-sub" });
   text(g, b.x + b.w - 8, b.y + 15, inst.state_label, { class: "state-label", fill: colour, "text-anchor": "end" });
@@ -331,15 +350,15 @@ function drawFrame(svg, f) {
   const { inst } = f;
   const { colour, tint } = stateStyle(inst);
   const g = el("g", { class: `topo-instance topo-frame role-${inst.role}`, "data-instance": inst.name,
-    "data-state": inst.state ?? "none", "data-nodes": inst.nodes.join(" ") }, svg);
+    "data-state": inst.state ?? "none", "data-nodes": inst.nodes.join(" ") }, instanceLink(svg, inst.name));
   el("rect", { x: f.x - 4, y: f.y, width: f.w + 8, height: f.h, rx: 10, fill: tint, stroke: colour, "stroke-width": 2.5,
     "stroke-dasharray": inst.state ? null : "6 4", class: "frame-box" }, g);
   const name = text(g, f.x + 6, f.y + 16, inst.name, { class: "inst-name frame-name" });
-  const sub = text(g, f.x + 14 + name.getComputedTextLength(), f.y + 16,
+  const sub = text(g, f.x + 14 + textWidth(name), f.y + 16,
     `${inst.role} · ${inst.span_label} (${inst.dp_style}, ${inst.dp_local}/node) · KV ${windowText(inst.kv_port_window)}`,
     { class: "inst-sub" });
   const state = text(g, f.x + f.w - 4, f.y + 16, inst.state_label, { class: "state-label", fill: colour, "text-anchor": "end" });
-  if (sub.getComputedTextLength() + name.getComputedTextLength() + state.getComputedTextLength() + 30 > f.w) {
+  if (textWidth(sub) + textWidth(name) + textWidth(state) + 30 > f.w) {
     sub.textContent = `${inst.role} · ${inst.span_label}`;
   }
   const processes = new Set(inst.ranks.map((r) => r.key)).size;
@@ -360,9 +379,9 @@ function drawSlice(parent, b, colours) {
   const name = text(g, b.x + 8, b.y + 14, head, { class: "slice-name" });
   const state = text(g, b.x + b.w - 8, b.y + 14, slice.state_label, { class: "state-label", fill: colour, "text-anchor": "end" });
   if (slice.headless) {
-    const tag = text(g, b.x + 16 + name.getComputedTextLength(), b.y + 14, "headless · no API server", { class: "headless-tag" });
-    const room = b.w - 32 - name.getComputedTextLength() - state.getComputedTextLength();
-    if (tag.getComputedTextLength() > room) tag.textContent = "headless";
+    const tag = text(g, b.x + 16 + textWidth(name), b.y + 14, "headless · no API server", { class: "headless-tag" });
+    const room = b.w - 32 - textWidth(name) - textWidth(state);
+    if (textWidth(tag) > room) tag.textContent = "headless";
     tip(tag, "an internal-DP secondary (--headless): its ranks answer through the DP master's API server");
   }
   const ranks = inst.ranks.filter((r) => rankNode(inst, r) === slice.node);
@@ -477,8 +496,10 @@ function drawEdges(svg, lay, snapshot) {
     const o = outs.get(e.source), i = ins.get(e.target);
     const y1 = spread(a, o.indexOf(e), o.length), y2 = spread(b, i.indexOf(e), i.length);
     const g = path(layer, curve(a.x + a.w, y1, b.x - 2, y2), "kv", e, { "marker-end": "url(#arrow-kv)" });
-    kvGeometry.set(e.id, { g, x1: a.x + a.w, y1, x2: b.x - 2, y2 });
+    kvGeometry.set(e.id, { g, line: g.firstChild, x1: a.x + a.w, y1, x2: b.x - 2, y2 });
   }
+  const fabric = edges.filter((e) => e.kind === "kv_fabric");
+  if (fabric.length) drawFabric(layer, boxes, fabric, snapshot.kv_mesh, spread);
   // Each window once, where its edges meet the box: out above the first port, in below the last.
   for (const [id, list] of outs) {
     const a = boxes.get(id);
@@ -514,11 +535,39 @@ function drawEdges(svg, lay, snapshot) {
   svg.appendChild(labels);
 }
 
+// A P->D mesh too large to draw pair by pair (snapshot.kv_mesh.aggregated): every Prefill into a KV fabric bus
+// between the columns, the bus into every Decode; the live flow is each instance's total, its top peers in the hover.
+const FABRIC_X = (COLUMNS.prefill.x + COLUMNS.prefill.w + COLUMNS.decode.x) / 2;
+
+function drawFabric(layer, boxes, fabric, mesh, spread) {
+  const rows = [];
+  for (const e of fabric) {
+    const out = e.side === "out";
+    const b = boxes.get(out ? e.source : e.target);
+    if (!b) continue;
+    const y = spread(b, 0, 1);
+    const [x1, x2] = out ? [b.x + b.w, FABRIC_X - 6] : [FABRIC_X + 6, b.x - 2];
+    const g = path(layer, `M${x1},${y} L${x2},${y}`, "kv", e, { "marker-end": "url(#arrow-kv)" });
+    const name = (out ? e.source : e.target).replace(/^inst:/, "");
+    kvGeometry.set(e.id, { g, line: g.firstChild, x1, y1: y, x2, y2: y, fabric: { name, side: e.side } });
+    rows.push(y);
+  }
+  if (!rows.length) return;
+  const top = Math.min(...rows) - 24, bottom = Math.max(...rows) + 12;
+  const g = el("g", { class: "topo-fabric", "data-pairs": mesh?.pairs ?? "" }, layer);
+  el("rect", { x: FABRIC_X - 5, y: top, width: 10, height: bottom - top, rx: 4, fill: "#0f766e", opacity: 0.3 }, g);
+  text(g, FABRIC_X, top - 6, "KV fabric", { class: "edge-label kv", "text-anchor": "middle" });
+  tip(g, `KV hand-over mesh: ${mesh?.prefills ?? "?"} Prefill × ${mesh?.decodes ?? "?"} Decode = `
+    + `${(mesh?.pairs ?? 0).toLocaleString()} pairs, more than the ${mesh?.max_drawn_pairs ?? ""} drawn one by one: `
+    + "each instance's total KV flow in or out, its busiest peers in its edge's hover");
+}
+
 function draw(snapshot) {
   const holder = root.querySelector(".topology-canvas");
   holder.replaceChildren();
   kvGeometry.clear();
   svgNow = null;
+  healthBoxes = null;
   if (!snapshot.nodes.length) return;
   liveRows = Boolean(snapshot.live);
   poolOf = new Map(snapshot.edges.filter((e) => e.kind === "kv_pool").map((e) => [e.source, e.mode ?? ""]));
@@ -599,6 +648,27 @@ function remember(live) {
   if (seenRounds.length > HISTORY_LEN) seenRounds.shift();
 }
 
+// A round pushes only its own sparkline values (history_point): appended to the series the snapshot brought.
+function appendRound(history, point) {
+  const h = history ?? { at: [], instances: {}, edges: {} };
+  if (!point || h.at.at(-1) === point.at) return h;
+  const before = h.at.length;
+  h.at.push(point.at);
+  for (const name of new Set([...Object.keys(h.instances), ...Object.keys(point.instances ?? {})])) {
+    const series = (h.instances[name] ??= {});
+    const values = point.instances?.[name] ?? {};
+    for (const field of new Set([...Object.keys(series), ...Object.keys(values)])) {
+      (series[field] ??= new Array(before).fill(null)).push(values[field] ?? null);
+    }
+  }
+  if (h.at.length > HISTORY_LEN) {
+    const cut = h.at.length - HISTORY_LEN;
+    h.at.splice(0, cut);
+    for (const series of Object.values(h.instances)) for (const list of Object.values(series)) list.splice(0, cut);
+  }
+  return h;
+}
+
 function sparkSeries(live, name, field) {
   const fromServer = live.history?.instances?.[name];
   if (fromServer && field in fromServer) return fromServer[field];
@@ -675,50 +745,66 @@ function drawPoolRow(layer, b, v, live) {
   const str = parts.length ? `pool: ${parts.join(" · ")}` : idle;
   if (mode) tipText += `\n(${b.inst.role}: ${mode})`;
   const line = text(g, b.x + 8, y + 11, str, { class: `live-text live-pool-text${parts.length ? "" : " muted"}` });
-  while (line.getComputedTextLength() > b.w - 16 && parts.length > 1) {
+  while (textWidth(line) > b.w - 16 && parts.length > 1) {
     parts.pop();
     line.textContent = `pool: ${parts.join(" · ")}`;
   }
   tip(g, tipText);
 }
 
-// Under the pool's box: keys and capacity used, and the hit rate of the master's lookups with gets/puts per second.
+// Under the pool's box: what the master holds (keys, bytes used of what the mounted segments lend, how many segments
+// on how many hosts), or why it cannot say (master unreachable, page garbled, no segment mounted); then the
+// Prefills' hit rate and the master's lookups/loads/puts per second.
 function drawPoolService(layer, b, v, live) {
   const g = el("g", { class: "live-pool-service", "data-key": b.service.key }, layer);
   const cls = `edge-label live-service${v.status !== "ok" ? " bad" : ""}`;
   if (v.status !== "ok") {
-    label(g, b.x + 4, b.y + b.h + 15, `metrics ${v.status}: ${v.reason}`.slice(0, 70), "start", cls);
-    tip(g, v.reason);
+    const why = v.status === "unreachable" ? "master unreachable" : `master's page ${v.status}`;
+    g.dataset.state = v.status;
+    label(g, b.x + 4, b.y + b.h + 15, `${why}: ${v.reason}`.slice(0, 80), "start", cls);
+    tip(g, `${b.service.key}: ${why}\n${v.reason}`);
     return;
   }
   const gb = (x) => fmtBytes(x).replace("/s", "");
-  label(g, b.x + 4, b.y + b.h + 15, `${num(v.key_count)} keys · ${gb(v.allocated_bytes)} of ${gb(v.total_bytes)} used`
-    + `${v.used !== null && v.used !== undefined ? ` (${pct(v.used)})` : ""} · ${num(v.active_clients)} clients`, "start", cls);
+  const plural = (n, word) => `${num(n)} ${word}${Math.round(n) === 1 ? "" : "s"}`;
+  const share = (x) => (x === null || x === undefined ? "" : x > 0 && x < 0.01 ? " (<1%)" : ` (${pct(x)})`);
+  const hosts = Object.entries(v.segment_hosts ?? {});
+  // A master page from before segments were read says nothing of them: judged by its capacity alone.
+  const empty = v.empty_reason ?? (v.total_bytes ? "" : "no segment mounted");
+  const mounted = v.segments === null || v.segments === undefined ? plural(v.active_clients, "client")
+    : `${plural(v.segments, "segment")}${hosts.length ? ` on ${plural(hosts.length, "host")}` : ""}`;
+  g.dataset.state = empty ? "empty" : "ok";
+  label(g, b.x + 4, b.y + b.h + 15, empty || `${num(v.key_count)} keys · ${gb(v.allocated_bytes)} of `
+    + `${gb(v.total_bytes)} used${share(v.used)} · ${mounted}`, "start", `${cls} live-pool-held${empty ? " muted" : ""}`);
   // The hit rate is the Prefills' (their KV connector's lookups): the master cannot tell a hit from a miss.
   const summary = live.pool ?? {};
   const hit = summary.hit_rate ?? summary.hit_rate_total;
   const hits = hit === null || hit === undefined ? ""
     : `hits ${pct(hit)}${summary.hit_rate === null || summary.hit_rate === undefined ? " since start" : ""} · `;
-  const second = v.note ? v.note
+  const second = v.note && !empty ? v.note
     : `${hits}${fmtRate(v.lookup_s, "lookups/s")} · ${fmtRate(v.load_s, "loads/s")} · ${fmtRate(v.put_s, "puts/s")}`;
   label(g, b.x + 4, b.y + b.h + 30, second, "start", `${cls} live-pool-hits`);
-  tip(g, `${b.service.key}: ${num(v.key_count)} keys; since it started ${num(v.lookups)} keys looked up, ${num(v.loads)} loaded `
+  const lent = hosts.map(([host, h]) => `\n  ${host}: ${plural(h.segments, "segment")}, ${gb(h.allocated_bytes)} of ${gb(h.total_bytes)}`);
+  tip(g, `${b.service.key}: ${empty || `${num(v.key_count)} keys in ${gb(v.allocated_bytes)} of ${gb(v.total_bytes)}`}`
+    + `; ${plural(v.active_clients, "store client")} connected${lent.length ? `, segments lent by${lent.join("")}` : ""}`
+    + `\nsince it started ${num(v.lookups)} keys looked up, ${num(v.loads)} loaded `
     + `(${num(v.load_failures)} not found), ${num(v.puts)} put, ${num(v.evicted_keys)} evicted`
     + `\nhit rate: the Prefills' KV-connector lookups, ${pct(summary.hit_rate)} in the window, ${pct(summary.hit_rate_total)} since start`);
 }
 
 function drawLive(live) {
   if (!svgNow) return;
+  paintHealth(live);
   remember(live);
   svgNow.querySelector(".live-layer")?.remove();
-  for (const { g } of kvGeometry.values()) {
+  for (const { g, line } of kvGeometry.values()) {
     g.classList.remove("busy", "idle");
-    const line = g.querySelector(".edge-line");
     line.style.strokeWidth = "";
     line.setAttribute("marker-end", "url(#arrow-kv)");
   }
   if (!live) return;
-  const layer = el("g", { class: `live-layer${live.stale ? " stale" : ""}`, "data-at": live.at }, svgNow);
+  // Built detached and attached once: the browser lays the picture out once per update, not once per element.
+  const layer = el("g", { class: `live-layer${live.stale ? " stale" : ""}`, "data-at": live.at });
   for (const [id, b] of boxesNow) {
     if (!b.inst) continue;
     const v = live.instances[b.inst.name];
@@ -754,7 +840,7 @@ function drawLive(live) {
       `${b.inst.name} ${role === "prefill" ? "prompt" : "generation"} tok/s`);
     const room = b.w - 92 - (spark ? SPARK_W + 10 : 0);
     const line = text(g, b.x + 84, y + 13, parts.join(" · "), { class: `live-text${v.status === "partial" ? " warn" : ""}` });
-    while (parts.length > 1 && line.getComputedTextLength() > room) {
+    while (parts.length > 1 && textWidth(line) > room) {
       parts.pop();
       line.textContent = parts.join(" · ");
     }
@@ -801,14 +887,23 @@ function drawLive(live) {
     tip(g, "the pool's own metrics are not read here; these are the engines' counters summed over instances");
   }
   // KV hand-over edges: thickness from KV bytes/s relative to the busiest edge, a label where there is traffic.
-  const flows = [...kvGeometry.keys()].map((id) => live.edges[id]?.kv_bytes_s ?? 0);
-  const top = Math.max(0, ...flows);
+  // An edge the round did not send carried nothing. Into/out of the fabric: the instance's total over its pairs.
+  const flowOf = (id, geo) => (geo.fabric ? live.kv_fabric?.[geo.fabric.name]?.[geo.fabric.side] : live.edges[id]);
+  let top = 0;
+  for (const [id, geo] of kvGeometry) top = Math.max(top, flowOf(id, geo)?.kv_bytes_s ?? 0);
   const labelled = [];
   for (const [id, geo] of kvGeometry) {
-    const e = live.edges[id];
+    const e = flowOf(id, geo);
     const flow = e?.kv_bytes_s ?? 0;
-    const line = geo.g.querySelector(".edge-line");
+    const { line } = geo;
     if (!e || !flow) { geo.g.classList.add("idle"); continue; }
+    if (geo.fabric) {
+      geo.g.classList.add("busy");
+      line.style.strokeWidth = `${1.5 + 6.5 * Math.sqrt(flow / top)}`;
+      line.setAttribute("marker-end", "url(#arrow-kvflow)");
+      fabricLabel(layer, geo, e);
+      continue;
+    }
     geo.g.classList.add("busy");
     line.style.strokeWidth = `${1.5 + 6.5 * Math.sqrt(flow / top)}`;
     line.setAttribute("marker-end", "url(#arrow-kvflow)");
@@ -821,6 +916,70 @@ function drawLive(live) {
       ? `\nengines' own counters: ${fmtBytes(e.engine_kv_bytes_s)}` : "\n(no engine transfer counters: vllm-ascend exports none)";
     tip(lbl, `${id.replace("kv_transfer:", "").replaceAll("inst:", "")}: ${fmtRate(e.req_s, "req/s")}, ${fmtRate(e.prompt_tok_s, "prompt tok/s")}\n`
       + `KV ${fmtBytes(flow)} from ${e.source_label}${check}\n${num(e.requests)} hand-overs since the proxy started`);
+  }
+  svgNow.appendChild(layer);
+}
+
+function fabricLabel(layer, geo, f) {
+  const out = geo.fabric.side === "out";
+  const lbl = label(layer, out ? geo.x1 + 6 : geo.x2 - 10, geo.y1 - 4, `${fmtRate(f.req_s, "req/s")} · ${fmtBytes(f.kv_bytes_s)}`,
+    out ? "start" : "end", "edge-label kv live-flow");
+  lbl.dataset.instance = geo.fabric.name;
+  const peers = (f.peers ?? []).map(([peer, bytes, req]) => `\n  ${out ? "→" : "←"} ${peer}: ${fmtBytes(bytes)}, ${fmtRate(req, "req/s")}`);
+  tip(lbl, `${geo.fabric.name} KV ${out ? "out to" : "in from"} ${f.pairs} busy peer${f.pairs === 1 ? "" : "s"}: `
+    + `${fmtBytes(f.kv_bytes_s)}, ${fmtRate(f.req_s, "req/s")}\nbusiest:${peers.join("")}`);
+}
+
+// --- health (apps/telemetry/health, docs/health-policy.md) -----------------------------------------------------
+// Each round's health section names every instance and service process's state; it colours and labels their boxes
+// in place, over the process state the snapshot drew (which only a job changes).
+
+function instanceLink(parent, name) {
+  const id = current?.deployment?.id;
+  if (id === undefined) return parent;
+  return el("a", { href: `/deployments/${id}/instances/${encodeURIComponent(name)}/`, class: "instance-link" }, parent);
+}
+
+// The boxes health paints, found once per drawing (by reference after that), each with the last paint's key.
+let healthBoxes = null;
+
+function healthTargets() {
+  const instances = new Map((current?.instances ?? []).map((i) => [i.name, i]));
+  const services = new Map((current?.services ?? []).map((s) => [s.key, s]));
+  const out = [];
+  for (const g of svgNow.querySelectorAll(".topo-instance[data-instance], .topo-service[data-key]")) {
+    const id = g.dataset.instance ?? g.dataset.key;
+    const obj = g.dataset.instance !== undefined ? instances.get(id) : services.get(id);
+    if (!obj) continue;
+    const title = g.querySelector(":scope > title");
+    out.push({ g, id, obj, box: g.querySelector(":scope > rect"), dot: g.querySelector(":scope > circle"),
+      label: g.querySelector(":scope > .state-label"), title, base: title?.textContent, painted: null });
+  }
+  return out;
+}
+
+function paintHealth(live) {
+  const health = live?.health ?? {};
+  healthBoxes ??= healthTargets();
+  for (const t of healthBoxes) {
+    const h = health[t.id];
+    const key = h ? `${h.state}|${h.colour}|${h.label}|${h.since}|${h.reason}|${h.restarts}|${h.restart_job}` : "";
+    if (key === t.painted) continue; // unchanged since the last round: nothing to touch
+    t.painted = key;
+    const { colour, tint } = h ? { colour: COLOUR[h.colour] || COLOUR.grey, tint: TINT[h.colour] || TINT.grey } : stateStyle(t.obj);
+    t.box?.setAttribute("stroke", colour);
+    t.box?.setAttribute("fill", tint);
+    t.dot?.setAttribute("fill", colour);
+    if (t.label) {
+      t.label.textContent = h ? h.label : t.obj.state_label;
+      t.label.setAttribute("fill", colour);
+    }
+    if (t.title) {
+      t.title.textContent = t.base + (!h ? "" : `\nhealth: ${h.label} since ${new Date(h.since * 1000).toLocaleTimeString()}`
+        + `${h.reason ? ` — ${h.reason}` : ""}${h.restarts ? `\nauto-restarts since it was last healthy: ${h.restarts}` : ""}`
+        + `${h.restart_job ? ` (job #${h.restart_job})` : ""}`);
+    }
+    t.g.dataset.health = h ? h.state : "none";
   }
 }
 
@@ -894,6 +1053,7 @@ function connectLive(deploymentId) {
   socket.onmessage = (e) => {
     const msg = JSON.parse(e.data);
     if (msg.type !== "live" || !current) return;
+    if (msg.live) msg.live.history = appendRound(current.live?.history, msg.live.history_point);
     current.live = msg.live;
     if (Boolean(msg.live) !== liveRows) draw(current);
     else drawLive(msg.live);

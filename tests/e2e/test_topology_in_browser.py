@@ -318,3 +318,54 @@ def test_a_spanning_deployment_on_the_simulated_cluster_shows_its_pool_hits(live
         run_job(stopped.pk)
         stopped.refresh_from_db()
         assert stopped.status == "successful", stopped.explanation
+
+
+def test_a_pushed_round_grows_the_sparkline_and_lights_its_edge(live_stack, browser, reference_deployment):
+    """A round's push carries only its newest sparkline point and its busy P->D pairs (selectors.push_view): the
+    page appends the point to the snapshot's series and draws the pair's flow; the pairs not sent are idle."""
+    import re
+    import threading
+    import time
+
+    from django.conf import settings
+    from django.core.cache.backends.redis import RedisCache
+    from playwright.sync_api import expect
+
+    from apps.realtime.push import emit
+    from apps.telemetry.live import history_point
+    from apps.telemetry.selectors import history_key, live_key, push_view
+    from tests.e2e.conftest import E2E_REDIS
+
+    web_cache = RedisCache(E2E_REDIS, {"KEY_PREFIX": settings.PDCP_NAMESPACE})
+    now = time.time()
+    rounds = [_live_round(now - 5 * (3 - k), {"d0": {"prompt_tok_s": 0.0, "gen_tok_s": 40.0 + 15 * k}})
+              for k in range(4)]
+    pk = reference_deployment.pk
+    web_cache.set_many({live_key(pk): rounds[-1], history_key(pk): [history_point(r) for r in rounds]}, timeout=60)
+    try:
+        page, errors = open_as_watcher(browser, live_stack, pk)
+        d0 = page.locator("#topology .live-instance[data-instance=d0] .sparkline path.spark-line")
+        expect(d0).to_have_count(1, timeout=15000)
+        assert d0.get_attribute("d").count("L") == 3
+        expect(page.locator("#topology")).to_have_attribute("data-ws", "open", timeout=15000)
+        busy = {"requests": 42.0, "req_s": 2.5, "prompt_tok_s": 1280.0, "kv_bytes_s": 2.5e8, "engine_kv_bytes_s": None,
+                "source_label": "proxy"}
+        idle = {**busy, "req_s": 0.0, "prompt_tok_s": 0.0, "kv_bytes_s": 0.0}
+        pushed = {**_live_round(now + 5, {"d0": {"prompt_tok_s": 0.0, "gen_tok_s": 120.0}}),
+                  "edges": {"kv_transfer:inst:p0->inst:d0": busy, "kv_transfer:inst:p1->inst:d1": idle}}
+        live = push_view(pushed, history_point(pushed))
+        assert list(live["edges"]) == ["kv_transfer:inst:p0->inst:d0"] and "history" not in live
+        sent = []  # playwright's sync API holds an event loop in this thread: the push goes from another one
+        pusher = threading.Thread(target=lambda: sent.append(emit(f"deployment-{pk}", {"type": "live", "live": live})))
+        pusher.start()
+        pusher.join(10)
+        assert sent == [True]
+        expect(page.locator("#topology")).to_have_attribute("data-live-at", str(live["at"]), timeout=10000)
+        assert d0.get_attribute("d").count("L") == 4  # five rounds now: the snapshot's four and the pushed one
+        edge = page.locator("#topology .edge[data-kind=kv_transfer][data-source='inst:p0'][data-target='inst:d0']")
+        expect(edge).to_have_class("edge kv busy")
+        expect(page.locator("#topology .edge.kv.busy")).to_have_count(1)
+        expect(page.locator("#topology .live-flow")).to_have_text(re.compile(r"^2.5 req/s · 250 MB/s.*42 hand-overs", re.S))
+        assert errors == []
+    finally:
+        web_cache.delete_many([live_key(pk), history_key(pk)])

@@ -89,6 +89,8 @@ class TopologyInstanceSerializer(TopologyLiveSerializer):
     kv_port_window = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
     ranks = TopologyRankSerializer(many=True)
     slices = TopologySliceSerializer(many=True, help_text="its part on each node it spans, in span order")
+    health = serializers.DictField(allow_null=True, help_text="its health state from the last scrape round "
+                                                              "(docs/health-policy.md); null when none")
 
 
 class TopologyServiceSerializer(TopologyProcessSerializer):
@@ -97,17 +99,53 @@ class TopologyServiceSerializer(TopologyProcessSerializer):
     role_colour = serializers.CharField()
     node = serializers.CharField()
     backend = serializers.CharField(allow_null=True, help_text="kv_pool: mooncake | memcache; store: memcached")
+    health = serializers.DictField(allow_null=True, help_text="its health state from the last scrape round; null "
+                                                              "when none")
 
 
 class TopologyEdgeSerializer(serializers.Serializer):
     id = serializers.CharField()
-    kind = serializers.ChoiceField(choices=["request", "kv_transfer", "kv_backup", "kv_pool"])
+    kind = serializers.ChoiceField(choices=["request", "kv_transfer", "kv_fabric", "kv_backup", "kv_pool"],
+                                   help_text="kv_fabric: a large P->D mesh, one edge per instance into (Prefill) or "
+                                             "out of (Decode) the KV fabric instead of one per pair")
     source = serializers.CharField()
     target = serializers.CharField()
     label = serializers.CharField()
     source_window = serializers.ListField(child=serializers.IntegerField(), required=False)
     mode = serializers.CharField(required=False, help_text="kv_pool: what the instance does with the pool")
     target_window = serializers.ListField(child=serializers.IntegerField(), required=False)
+    side = serializers.ChoiceField(choices=["out", "in"], required=False, help_text="kv_fabric: the instance's side")
+
+
+class TopologyKvMeshSerializer(serializers.Serializer):
+    prefills = serializers.IntegerField()
+    decodes = serializers.IntegerField()
+    pairs = serializers.IntegerField()
+    aggregated = serializers.BooleanField(help_text="more pairs than max_drawn_pairs: drawn as kv_fabric edges")
+    max_drawn_pairs = serializers.IntegerField()
+
+
+class TopologyLiveRoundSerializer(serializers.Serializer):
+    """The telemetry's last scrape round (apps/telemetry/selectors.py live_view)."""
+
+    at = serializers.FloatField()
+    age_s = serializers.FloatField()
+    stale = serializers.BooleanField()
+    interval_s = serializers.FloatField(allow_null=True)
+    kv_bytes_per_token = serializers.IntegerField(allow_null=True)
+    aggregated = serializers.BooleanField(help_text="a large P->D mesh: `edges` holds only its busy pairs and "
+                                                    "`history.edges` is empty")
+    instances = serializers.DictField(child=serializers.DictField(), help_text="instance name -> its live figures")
+    edges = serializers.DictField(child=serializers.DictField(), help_text="edge id -> its flow")
+    kv_fabric = serializers.DictField(
+        child=serializers.DictField(), help_text="instance name -> {out|in: {kv_bytes_s, req_s, pairs, peers}}: its "
+                                                 "busy pairs summed, peers the busiest [peer, kv_bytes_s, req_s]")
+    services = serializers.DictField(child=serializers.DictField())
+    pool = serializers.DictField(allow_null=True)
+    health = serializers.DictField(child=serializers.DictField())
+    targets = serializers.ListField(child=serializers.DictField())
+    history = serializers.DictField(help_text="at, instances (sparkline fields per instance), edges (P->D pairs' "
+                                              "KV bytes/s; empty for a large mesh)")
 
 
 class TopologySerializer(serializers.Serializer):
@@ -127,3 +165,5 @@ class TopologySerializer(serializers.Serializer):
         help_text="problems, yet drawn: the plan as if every NPU die were healthy (a die went bad since)")
     state_colours = serializers.DictField(child=serializers.CharField())
     role_colours = serializers.DictField(child=serializers.CharField())
+    kv_mesh = TopologyKvMeshSerializer(allow_null=True)
+    live = TopologyLiveRoundSerializer(allow_null=True, help_text="the last scrape round; null when none lately")
