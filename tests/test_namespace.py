@@ -31,6 +31,7 @@ print(json.dumps({
     "broker_keyprefix": app.conf.broker_transport_options.get("global_keyprefix"),
     "routes": {name: route(name) for name in ("apps.jobs.tasks.run_job_task", "apps.jobs.tasks.sweep_orphaned_jobs_task",
                                               "apps.telemetry.tasks.scrape_live_state_task",
+                                              "apps.telemetry.tasks.scrape_deployment_task",
                                               "apps.inventory.tasks.poll_npus_task", "apps.evals.tasks.anything")},
     "beat": {name: route(entry["task"]) for name, entry in settings.CELERY_BEAT_SCHEDULE.items()},
 }))
@@ -86,6 +87,7 @@ def test_the_default_namespace_differs_per_database_and_every_redis_use_follows_
         assert s["routes"] == {"apps.jobs.tasks.run_job_task": f"{ns}.ssh",
                                "apps.jobs.tasks.sweep_orphaned_jobs_task": f"{ns}.ssh",
                                "apps.telemetry.tasks.scrape_live_state_task": f"{ns}.telemetry",
+                               "apps.telemetry.tasks.scrape_deployment_task": f"{ns}.telemetry",
                                "apps.inventory.tasks.poll_npus_task": f"{ns}.telemetry",
                                "apps.evals.tasks.anything": f"{ns}.evals"}
         assert set(s["beat"].values()) <= {f"{ns}.ssh", f"{ns}.telemetry"}

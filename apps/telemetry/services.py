@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 from django.core.cache import cache
@@ -130,23 +129,38 @@ def stored_state(state: dict) -> dict:
     return {**state, "edges": {e: d for e, d in state["edges"].items() if not e.startswith(KV_EDGE) or busy(d)}}
 
 
-def scrape_running_deployments(*, fetch=fetch_text) -> dict[int, dict | None]:
-    """Every deployment with at least one running process, one after the other (targets of one in parallel); and
-    a health round for each deployment whose processes all stopped since, so its instances end stopped."""
-    by_deployment: dict[int, list[Process]] = defaultdict(list)
-    for p in Process.objects.filter(state=ProcessState.RUNNING).only(
-            "deployment_id", "key", "role", "instance", "address", "ports"):
-        by_deployment[p.deployment_id].append(p)
-    out = {}
-    for deployment in Deployment.objects.filter(pk__in=by_deployment).defer("proxy_admin_token"):
-        try:
-            out[deployment.pk] = deployment_scrape(deployment, by_deployment[deployment.pk], fetch=fetch)
-        except Exception:  # one deployment's trouble (Redis hiccup, odd spec) must not starve the others
-            logger.exception("telemetry scrape of deployment %s failed", deployment.pk)
-            out[deployment.pk] = None
-    quiet = (InstanceHealth.objects.exclude(state=InstanceState.STOPPED).exclude(deployment_id__in=by_deployment)
-             .values_list("deployment_id", flat=True).distinct())
-    for deployment in Deployment.objects.filter(pk__in=list(quiet)).defer("proxy_admin_token"):
-        out[deployment.pk] = None
+RUNNING_FIELDS = ("deployment_id", "key", "role", "instance", "address", "ports")
+
+
+def deployments_to_scrape() -> list[int]:
+    """Every deployment with a running process, and every one whose instances still show a state other than stopped
+    (its processes all stopped since: one more round ends them stopped)."""
+    running = set(Process.objects.filter(state=ProcessState.RUNNING).values_list("deployment_id", flat=True))
+    quiet = set(InstanceHealth.objects.exclude(state=InstanceState.STOPPED).values_list("deployment_id", flat=True))
+    return sorted(running | quiet)
+
+
+def scrape_deployment(deployment_id: int, *, fetch=fetch_text) -> dict | None:
+    """One round of one deployment: its running processes scraped, or only a health round when none runs."""
+    deployment = Deployment.objects.filter(pk=deployment_id).defer("proxy_admin_token").first()
+    if deployment is None:
+        return None
+    running = list(Process.objects.filter(deployment_id=deployment_id, state=ProcessState.RUNNING)
+                   .only(*RUNNING_FIELDS))
+    if not running:
         evaluate_round(deployment, [])
+        return None
+    return deployment_scrape(deployment, running, fetch=fetch)
+
+
+def scrape_running_deployments(*, fetch=fetch_text) -> dict[int, dict | None]:
+    """Every deployment's round in this process, one after the other (targets of one in parallel). Beat does not
+    call this: it sends one task per deployment (tasks.py), so several telemetry workers share the rounds."""
+    out = {}
+    for deployment_id in deployments_to_scrape():
+        try:
+            out[deployment_id] = scrape_deployment(deployment_id, fetch=fetch)
+        except Exception:  # one deployment's trouble (Redis hiccup, odd spec) must not starve the others
+            logger.exception("telemetry scrape of deployment %s failed", deployment_id)
+            out[deployment_id] = None
     return out

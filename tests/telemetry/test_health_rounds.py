@@ -195,6 +195,36 @@ def test_a_deployment_whose_processes_all_stopped_ends_stopped(running, world):
     assert states(running) == {"p0": "stopped", "d0": "stopped", "proxy": "stopped"}
 
 
+def test_beat_sends_one_round_per_deployment_to_the_telemetry_queue(running, world, monkeypatch, settings):
+    """So several telemetry workers share the rounds: one task per deployment that runs something or still shows a
+    state, each expiring before the next round is due; one that ran (a task) scrapes and stores that deployment."""
+    from apps.deployments.models import Process
+    from apps.telemetry import tasks
+    from apps.telemetry.selectors import deployment_live
+    from controlplane.celery import app
+
+    sent = []
+    monkeypatch.setattr(tasks.scrape_deployment_task, "apply_async", lambda args, **kw: sent.append((args, kw)))
+    assert tasks.scrape_live_state_task() == 1
+    assert sent == [((running.pk,), {"expires": tasks.ROUND_EXPIRES_S})]
+    route = app.amqp.router.route({}, "apps.telemetry.tasks.scrape_deployment_task")
+    assert route["queue"].name == settings.PDCP_QUEUES["telemetry"]
+
+    from apps.telemetry import services
+
+    monkeypatch.setitem(services.scrape_deployment.__kwdefaults__, "fetch", world.fetch)  # the task passes none
+    tasks.scrape_deployment_task.run(running.pk)
+    assert deployment_live(running.pk) is not None and states(running)["p0"] == "healthy"
+
+    Process.objects.filter(deployment=running).update(state="stopped")
+    sent.clear()
+    assert tasks.scrape_live_state_task() == 1  # still shows healthy: one more round to end it stopped
+    tasks.scrape_deployment_task.run(running.pk)
+    assert states(running)["p0"] == "stopped"
+    sent.clear()
+    assert tasks.scrape_live_state_task() == 0 and sent == []
+
+
 def test_a_broken_health_round_never_raises_into_the_scrape(running, world, monkeypatch, caplog):
     from apps.telemetry.health import record
 
