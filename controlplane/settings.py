@@ -104,7 +104,9 @@ PDCP_NAMESPACE = namespace(env_str("PDCP_NAMESPACE", ""), DATABASES["default"])
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": PDCP_NAMESPACE},
+        # A socket's receive blocks in BZPOPMIN for 5 s (channels_redis brpop_timeout); redis-py 8's default read
+        # timeout is 5 s too, and when it fires first the consumer dies and the page's websocket closes.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "prefix": PDCP_NAMESPACE},
     }
 }
 CACHES = {
@@ -224,7 +226,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "/static/favicon.svg",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"EvalStatusEnum": "apps.evals.choices.EvalStatus"},  # jobs have a `status` too
+    "ENUM_NAME_OVERRIDES": {"EvalStatusEnum": "apps.evals.choices.EvalStatus",  # jobs have a `status` too
+                            "InstanceStateEnum": "apps.telemetry.models.InstanceState"},  # processes have a `state`
     # Every operation's 4xx/5xx answers are the one Error shape (apps/accounts/api_errors.py).
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "apps.accounts.api_errors.add_error_responses"],

@@ -4,8 +4,12 @@ deployments right now, then exactly what the pure core's build_plan renders for 
 from __future__ import annotations
 
 import hashlib
+import json
+import threading
+from collections import OrderedDict
 
-from .inventory_lookup import cluster_facts
+from .claims import HOLDING_STATES
+from .inventory_lookup import cluster_facts, cluster_nodes
 from .revision_checks import RevisionInvalid, validate_spec
 from .topology import (
     Plan,
@@ -41,6 +45,50 @@ def deployment_plan(deployment, revision=None) -> tuple[TopologySpec, Plan]:
         raise RevisionInvalid([_no_revision()])
     spec = revision_spec(revision)
     return spec, render_plan(spec, deployment.cluster, deployment_id=deployment.pk)
+
+
+PLANS_KEPT = 32  # plans remembered by this process (a plan of 256 instances is about 2 MB of objects)
+_plans: OrderedDict[str, tuple[TopologySpec, Plan]] = OrderedDict()
+_plans_lock = threading.Lock()
+
+
+def deployment_plan_cached(deployment, revision=None, *, inventory: dict | None = None) -> tuple[TopologySpec, Plan]:
+    """deployment_plan, remembered in this process by what it is computed from: the revision (never changed once
+    saved), the inventory's nodes and dies (`inventory`: cluster_nodes, if the caller has it), and what the
+    cluster's other deployments hold (their active revisions and their running processes). A change to any of them
+    is another key; a plan that does not validate is never kept. For pages that read the plan often: jobs plan
+    afresh."""
+    revision = revision or deployment.active_revision
+    if revision is None:
+        return deployment_plan(deployment, revision)
+    key = plan_inputs_key(deployment, revision, inventory if inventory is not None else cluster_nodes(deployment.cluster))
+    with _plans_lock:
+        hit = _plans.get(key)
+        if hit is not None:
+            _plans.move_to_end(key)
+            return hit
+    found = deployment_plan(deployment, revision)
+    with _plans_lock:
+        _plans[key] = found
+        while len(_plans) > PLANS_KEPT:
+            _plans.popitem(last=False)
+    return found
+
+
+def plan_inputs_key(deployment, revision, inventory: dict) -> str:
+    """A digest of everything deployment_plan reads (two small queries besides the inventory given)."""
+    from .models import Process, Revision
+
+    nodes = sorted((n.name, n.address, n.npu_count, json.dumps(n.labels or {}, sort_keys=True),
+                    sorted((d.logical_id, d.health) for d in n.npus.all())) for n in inventory.values())
+    others = Revision.objects.filter(is_active=True, deployment__cluster_id=deployment.cluster_id).exclude(
+        deployment_id=deployment.pk).order_by("pk").values_list("pk", "deployment__name")
+    held = (Process.objects.filter(deployment__cluster_id=deployment.cluster_id, state__in=HOLDING_STATES)
+            .exclude(deployment_id=deployment.pk).order_by("pk")
+            .values_list("pk", "deployment_id", "revision_id", "state", "role", "node_name", "address", "ports",
+                         "fingerprint"))
+    text = repr((deployment.pk, deployment.cluster_id, revision.pk, nodes, list(others), list(held)))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _no_revision():

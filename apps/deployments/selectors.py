@@ -28,5 +28,6 @@ def revisions_of(deployment):
 
 
 def processes_of(deployment):
-    return (Process.objects.filter(deployment=deployment).select_related("revision", "node")
+    # prefetch, not join, the revision: one row (and one parse of its spec) per revision, not per process
+    return (Process.objects.filter(deployment=deployment).select_related("node").prefetch_related("revision")
             .order_by("role", "key"))

@@ -2,8 +2,9 @@
 dies, the planned processes on them grouped by instance with their live state, and the edges between them. The
 `live` section is the telemetry scrapers' last round (Redis, keyed by deployment), or None when there is none.
 
-Pure read with a constant number of queries. The picture is computed from the plan every time (the same
-`deployment_plan` every job runs), never stored; Process rows only contribute live state.
+Pure read with a constant number of queries. The picture is computed from the plan (the same `deployment_plan` every
+job runs), which this process remembers for as long as its inputs stay the same (`deployment_plan_cached`); Process
+rows only contribute live state.
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
+from django.core.cache import cache
+from django.db.models import F
+
 from apps.deployments.choices import PROCESS_STATE_COLOUR, ROLE_COLOUR, ProcessState
 from apps.deployments.inventory_lookup import cluster_nodes, node_facts
 from apps.deployments.models import Deployment, Process
 from apps.deployments.revision_checks import RevisionInvalid, name_problem, spec_errors_as_problems
-from apps.deployments.revision_plan import deployment_plan
+from apps.deployments.revision_plan import deployment_plan_cached
 from apps.deployments.topology import (
     Plan,
     PlannedProcess,
@@ -29,7 +33,18 @@ from apps.inventory.models import Node
 from apps.jobs.choices import JobStatus
 from apps.jobs.models import Job
 
-from .selectors import MESH_DETAIL_MAX_PAIRS, deployment_live
+from .selectors import (
+    KV_EDGE,
+    MESH_DETAIL_MAX_PAIRS,
+    PUSHED_EDGE_FIELDS,
+    _rounded,
+    aggregated,
+    busy,
+    history_key,
+    live_key,
+    live_view,
+    push_view,
+)
 
 ENGINE_ROLES = ("prefill", "decode")
 # Worst first: an instance shows the worst state of its processes.
@@ -47,11 +62,11 @@ def topology_snapshot(deployment: Deployment) -> dict:
         "edges": [], "stray_processes": [], "active_job": _active_job(deployment), "drawn_despite_problems": False,
         "state_colours": {str(k): v for k, v in PROCESS_STATE_COLOUR.items()},
         "role_colours": dict(ROLE_COLOUR),
-        "live": deployment_live(deployment.pk), "kv_mesh": None,
+        "live": live_section(deployment.pk), "kv_mesh": None,
     }
     inventory = cluster_nodes(deployment.cluster)
     try:
-        spec, plan = deployment_plan(deployment, revision)
+        spec, plan = deployment_plan_cached(deployment, revision, inventory=inventory)
     except RevisionInvalid as exc:
         out["problems"] = [name_problem(p, revision.spec if revision else None).as_dict() for p in exc.problems]
         plan = _plan_ignoring_npu_health(exc.spec, inventory)
@@ -61,7 +76,9 @@ def topology_snapshot(deployment: Deployment) -> dict:
     except SpecError as exc:  # a stored spec that no longer parses (the parser got stricter)
         out["problems"] = [name_problem(p, revision.spec).as_dict() for p in spec_errors_as_problems(exc)]
         return out
-    rows = {p.key: p for p in Process.objects.filter(deployment=deployment).select_related("revision")}
+    # The revision's number only: a joined revision would parse its spec once per row.
+    rows = {p.key: p for p in Process.objects.filter(deployment=deployment).annotate(
+        started_revision_number=F("revision__number"))}
     out["profile"] = plan.profile
     out["drawn_despite_problems"] = bool(out["problems"])
     health = (out["live"] or {}).get("health") or {}
@@ -95,6 +112,35 @@ def _plan_ignoring_npu_health(spec: TopologySpec | None, inventory: dict[str, No
 
 # --- live state ------------------------------------------------------------------------------------------------
 
+SPARK_FIELD = {"prefill": "prompt_tok_s", "decode": "gen_tok_s"}  # the sparkline of each role (static/js/topology.js)
+
+
+def live_section(deployment_id: int) -> dict | None:
+    """The telemetry's last round (selectors.live_view), or None when nothing was scraped lately. A mesh the
+    picture aggregates is served as a round's push carries it (only what the page draws, numbers to the digits it
+    shows), with its busy pairs and request legs, and of each instance's history only its sparkline's series."""
+    got = cache.get_many([live_key(deployment_id), history_key(deployment_id)])
+    state = got.get(live_key(deployment_id))
+    if state is None:
+        return None
+    history = got.get(history_key(deployment_id)) or []
+    if not aggregated(state["instances"]):
+        return live_view(state, history)
+    out = push_view(state, history[-1] if history else {"at": state["at"], "instances": {}})
+    del out["history_point"]
+    out["edges"] = _rounded({e: {k: d.get(k) for k in PUSHED_EDGE_FIELDS} for e, d in state["edges"].items()
+                             if not e.startswith(KV_EDGE) or busy(d)})
+    fields = {name: SPARK_FIELD.get(i.get("role")) for name, i in state["instances"].items()}
+    out["history"] = {
+        "at": [h["at"] for h in history], "edges": {},
+        "instances": {name: {field: _rounded([h["instances"].get(name, {}).get(field) for h in history])}
+                      for name, field in fields.items() if field},
+    }
+    return out
+
+
+# --- process state ---------------------------------------------------------------------------------------------
+
 def _state_of(row: Process | None) -> dict:
     if row is None:
         return dict(NOT_STARTED)
@@ -114,7 +160,7 @@ def _row_facts(row: Process | None) -> dict:
         return {"pid": None, "state_detail": "", "started_at": None, "started_revision": None}
     return {"pid": row.pid, "state_detail": row.state_detail,
             "started_at": row.started_at.isoformat() if row.started_at else None,
-            "started_revision": row.revision.number if row.revision else None}
+            "started_revision": row.started_revision_number}
 
 
 def _active_job(deployment: Deployment) -> dict | None:

@@ -1012,6 +1012,9 @@ let lastBody = "";
 let timer = null;
 let current = null;
 let socket = null;
+let early = null; // the newest round pushed before the first snapshot arrived
+const RECONNECT_MS = [500, 1000, 2000, 5000]; // after each close in a row; a socket that opens starts over
+let closes = 0;
 
 async function refresh() {
   const status = root.querySelector(".topology-status");
@@ -1021,8 +1024,13 @@ async function refresh() {
     if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
     const body = await resp.text();
     snapshot = JSON.parse(body);
+    // A round pushed while this was read (or before the first read) is newer than the snapshot's: keep it.
+    const pushed = current ? current.live : early;
+    early = null;
+    const newer = pushed && (!snapshot.live || pushed.at > snapshot.live.at);
+    if (newer) snapshot.live = { ...pushed, history: appendRound(snapshot.live?.history, pushed.history_point) };
     current = snapshot;
-    if (body !== lastBody) {
+    if (newer || body !== lastBody) {
       lastBody = body;
       showProblems(snapshot);
       draw(snapshot);
@@ -1046,13 +1054,23 @@ async function refresh() {
 }
 
 // Each scrape round arrives here; only the live layer is redrawn (the whole picture when its row first appears).
+// Opened beside the first read of the snapshot, so no round falls between the two; after a close it opens again
+// and reads the snapshot anew, for what was pushed while it was closed.
 function connectLive(deploymentId) {
   const proto = location.protocol === "https:" ? "wss" : "ws";
   socket = new WebSocket(`${proto}://${location.host}/ws/deployments/${deploymentId}/`);
-  socket.onopen = () => { root.dataset.ws = "open"; };
+  socket.onopen = () => {
+    root.dataset.ws = "open";
+    if (closes) refresh();
+    closes = 0;
+  };
   socket.onmessage = (e) => {
     const msg = JSON.parse(e.data);
-    if (msg.type !== "live" || !current) return;
+    if (msg.type !== "live") return;
+    if (!current) {
+      if (msg.live && (!early || msg.live.at > early.at)) early = msg.live;
+      return;
+    }
     if (msg.live) msg.live.history = appendRound(current.live?.history, msg.live.history_point);
     current.live = msg.live;
     if (Boolean(msg.live) !== liveRows) draw(current);
@@ -1062,11 +1080,14 @@ function connectLive(deploymentId) {
   };
   socket.onclose = () => {
     root.dataset.ws = "closed";
-    setTimeout(() => connectLive(deploymentId), 5000);
+    setTimeout(() => connectLive(deploymentId), RECONNECT_MS[Math.min(closes, RECONNECT_MS.length - 1)]);
+    closes += 1;
   };
 }
 
 if (root) {
+  const deploymentId = root.dataset.url.match(/\/deployments\/(\d+)\//)?.[1];
+  if (deploymentId) connectLive(deploymentId);
   refresh();
   // Back from the job page, or a tab left open: read again when the page is shown.
   document.addEventListener("visibilitychange", () => { if (!document.hidden && root.dataset.state !== "watching") refresh(); });

@@ -46,3 +46,22 @@ async def test_unknown_deployment_is_refused(make_user):
     ws = await communicator_for(user, 999999)
     connected, _ = await ws.connect()
     assert not connected
+
+
+async def test_a_socket_idle_past_the_layers_blocking_read_stays_open_and_gets_the_next_round(make_user):
+    """channels_redis blocks 5 s in BZPOPMIN per read; a Redis read timeout as short would end the consumer."""
+    import asyncio
+
+    from apps.telemetry.services import deployment_scrape
+
+    user = await database_sync_to_async(make_user)("viewer")
+    deployment = await database_sync_to_async(_deployment)()
+    ws = await communicator_for(user, deployment.pk)
+    connected, _ = await ws.connect()
+    assert connected
+    await asyncio.sleep(11)  # two of the layer's blocking reads, and then some
+    assert await ws.receive_nothing(timeout=0.1)  # neither closed nor failed
+    await database_sync_to_async(deployment_scrape)(deployment, [], fetch=lambda url: "")
+    message = await ws.receive_json_from(timeout=5)
+    assert message["type"] == "live"
+    await ws.disconnect()

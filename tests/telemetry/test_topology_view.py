@@ -111,6 +111,35 @@ def test_a_die_gone_bad_is_a_problem_and_the_picture_still_shows_where_everythin
     assert die5["used_by"]["instance"] == "d0" and die5["used_by"]["dp_rank"] == 1
 
 
+def test_the_plan_is_remembered_until_the_inventory_or_another_deployment_changes(deployment, monkeypatch):
+    from collections import OrderedDict
+
+    from apps.deployments import revision_plan
+
+    _npus(Node.objects.get(name="node2"))
+    monkeypatch.setattr(revision_plan, "_plans", OrderedDict())
+    planned = []
+    real = revision_plan.deployment_plan
+    monkeypatch.setattr(revision_plan, "deployment_plan", lambda *a, **kw: planned.append(1) or real(*a, **kw))
+
+    first = topology_snapshot(deployment)
+    assert topology_snapshot(deployment) == first and len(planned) == 1
+
+    Npu.objects.filter(node__name="node2", logical_id=5).update(health="Alarm")  # update(): no timestamp moves
+    snap = topology_snapshot(deployment)
+    assert len(planned) == 2 and [(p["instance"], p["field"]) for p in snap["problems"]] == [("d0", "dp")]
+    assert topology_snapshot(deployment)["problems"] and len(planned) == 3  # a plan that fails is never kept
+    Npu.objects.filter(node__name="node2", logical_id=5).update(health="OK")
+    assert topology_snapshot(deployment) == first and len(planned) == 3  # the inventory as first read: remembered
+
+    # Another deployment on the cluster now holds the dies and ports this one plans: planned again, and told.
+    other = Deployment.objects.create(name="other", cluster=deployment.cluster)
+    Process.objects.create(deployment=other, node_name="node0", role="prefill", instance="p0", key="p0-dp0",
+                           address="127.0.10.230", ports=[7100], command="ASCEND_RT_VISIBLE_DEVICES=0,1 x",
+                           fingerprint="x", log_path="/l", pid_file="/p", state="running")
+    assert topology_snapshot(deployment)["problems"] and len(planned) == 4
+
+
 def test_an_invalid_revision_gives_problems_not_an_exception(deployment):
     Node.objects.filter(name="node3").delete()  # d1 and store-2 now name a node that is gone
 
@@ -212,12 +241,16 @@ def test_query_count_is_constant_for_a_small_and_a_large_deployment(ref_cluster,
             _process(large, f"d{i}-dp{r}", role="decode", instance=f"d{i}", node=f"big{8 + i}")
 
     small, large = Deployment.objects.select_related("cluster").filter(pk__in=(small.pk, large.pk)).order_by("-name")
-    # active revision, the plan (inventory facts twice, other deployments' active revisions and their processes),
-    # nodes + dies, processes, jobs
-    with django_assert_num_queries(11):
+    # active revision, jobs, nodes + dies, the plan's inputs (other deployments' active revisions and processes),
+    # the plan (inventory facts twice, the others' revisions and processes), processes
+    with django_assert_num_queries(13):
         small_snap = topology_snapshot(small)
-    with django_assert_num_queries(11):
+    with django_assert_num_queries(13):
         large_snap = topology_snapshot(large)
+    # Read again with nothing changed: the plan is remembered, only its inputs are read.
+    for snap, dep in ((small_snap, small), (large_snap, large)):
+        with django_assert_num_queries(7):
+            assert topology_snapshot(dep) == snap
 
     assert not small_snap["problems"] and not large_snap["problems"]
     assert len(large_snap["nodes"]) == 17 and len(large_snap["instances"]) == 16
@@ -274,3 +307,38 @@ def test_snapshot_carries_the_live_state_of_the_last_scrape(deployment, own_cach
     assert edge["source"] == "proxy" and live["kv_bytes_per_token"] == 192_512
     assert live["stale"] is True  # the fake clock is far in the past: shown, but marked stale
     assert live["history"]["instances"]["p0"]["running"] == [3, 3]
+
+
+def test_a_large_mesh_is_served_as_a_round_pushes_it_with_one_sparkline_series_each():
+    from django.core.cache import cache
+
+    from apps.telemetry.live import history_point
+    from apps.telemetry.selectors import (
+        HISTORY_LEN,
+        history_entry,
+        history_key,
+        live_key,
+        live_view,
+        push_view,
+    )
+    from apps.telemetry.services import stored_state
+    from apps.telemetry.topology_snapshot import live_section
+    from tests.telemetry.test_live_payload import D, P, _size, _state
+
+    state = stored_state(_state(100.0))
+    history = [history_entry(history_point(_state(100.0 - 5 * k)), state["instances"])
+               for k in reversed(range(HISTORY_LEN))]
+    cache.set_many({live_key(77): state, history_key(77): history})
+
+    served = live_section(77)
+    push = push_view(state, history[-1])
+    same = ("instances", "kv_fabric", "services", "pool", "health", "targets", "aggregated", "at")
+    assert {k: served[k] for k in same} == {k: push[k] for k in same} and "history_point" not in served
+    kv = [e for e in served["edges"] if e.startswith("kv_transfer:")]
+    assert len(kv) == P * D // 32 and len(served["edges"]) == len(kv) + P  # busy pairs and the request legs
+    assert set(served["edges"][kv[0]]) == {"requests", "req_s", "prompt_tok_s", "kv_bytes_s", "engine_kv_bytes_s",
+                                           "source_label"}
+    assert served["history"]["at"] == [h["at"] for h in history] and served["history"]["edges"] == {}
+    assert served["history"]["instances"]["p1"] == {"prompt_tok_s": [1236.0] * HISTORY_LEN}  # 4 digits, as the page shows
+    assert served["history"]["instances"]["d0"] == {"gen_tok_s": [98.77] * HISTORY_LEN}
+    assert _size(served) * 2 < _size(live_view(state, history))
