@@ -32,6 +32,16 @@ SPEC = {
 }
 
 
+def use_broker(app, url: str) -> None:
+    """Point this process's Celery app at another broker, dropping the connections (and the producers on them) it
+    pooled for the previous one: a pool kept from the e2e broker would send later tests' tasks there."""
+    app.conf.broker_url = url
+    if app._pool is not None:
+        app._pool.force_close_all()
+        app._pool = None
+    app.amqp._producer_pool = None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -91,11 +101,12 @@ def live_stack(transactional_db, tmp_path, settings):
     env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": E2E_REDIS, "PDCP_NAMESPACE": prefix,
            "PYTHONPATH": str(ROOT)}
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                                           "CONFIG": {"hosts": [E2E_REDIS], "prefix": prefix}}}
+                                           "CONFIG": {"hosts": [{"address": E2E_REDIS, "socket_timeout": 15}],
+                                                      "prefix": prefix}}}
     settings.CELERY_BROKER_URL = E2E_REDIS
     from controlplane.celery import app
 
-    app.conf.broker_url = E2E_REDIS
+    use_broker(app, E2E_REDIS)
     subprocess.run(["redis-cli", "-n", E2E_REDIS_DB, "flushdb"], capture_output=True, timeout=10)
     port = free_port()
     web_log, worker_log = tmp_path / "web.log", tmp_path / "worker.log"
@@ -117,7 +128,7 @@ def live_stack(transactional_db, tmp_path, settings):
     finally:
         stop(web)
         stop(worker)
-        app.conf.broker_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+        use_broker(app, os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
 
 
 @pytest.fixture
