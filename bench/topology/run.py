@@ -265,15 +265,16 @@ def print_browser(fig: dict) -> None:
     print(f"  first render (navigation start -> SVG holds {f[0]['boxes']} instance boxes): "
           + ", ".join(f"{x['render_ms']:.0f}" for x in f) + " ms; median "
           + f"{statistics.median(x['render_ms'] for x in f):.0f} ms (goal < 1000 ms)")
-    print(f"    of which the page's HTML {statistics.median(x['html_ms'] for x in f):.0f} ms, topology.json arrived at "
+    print(f"    of which the page's HTML {statistics.median(x['html_ms'] for x in f):.0f} ms, topology.json requested at "
+          f"{statistics.median(x['json_start_ms'] for x in f):.0f} ms (its request -> response "
+          f"{statistics.median(x['json_end_ms'] - x['json_start_ms'] for x in f):.0f} ms) and arrived at "
           f"{statistics.median(x['json_end_ms'] for x in f):.0f} ms ({f[0]['json_bytes'] / 1024:.0f} KiB), drawing "
           f"{statistics.median(x['render_ms'] - x['json_end_ms'] for x in f):.0f} ms; "
           f"{f[0]['svg_elements']} SVG elements, {f[0]['kv_edges']} P->D edges")
     a = fig["as_is"]
     limit = a["refused"][-1].split("PayloadExceededError: ", 1)[-1] if a["refused"] else ""
-    print(f"  as is, live pushes reaching the page in {2 * INTERVAL_S + 1:.0f} s after load: {a['delivered']}"
+    print(f"  live pushes reaching the page in the {2 * INTERVAL_S + 1:.0f} s after load: {a['delivered']}"
           + (f"; daphne refused {len(a['refused'])}: {limit}" if a["refused"] else ""))
-    print("  below: pushes trimmed to busy P->D edges, without the edges' history (collector.busy_edges_only)")
     u = fig["updates"]
     ms, frame = [x["ms"] for x in u], [x["frame_ms"] for x in u]
     print(f"  live update ({len(u)} websocket messages of {statistics.median(x['bytes'] for x in u) / 1024:.0f} KiB): "
@@ -317,6 +318,7 @@ def main() -> None:
     parser.add_argument("--renders", type=int, default=3, help="page loads timed (default 3)")
     parser.add_argument("--no-browser", action="store_true", help="collector figures only")
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the endpoints' and daphne's logs in /tmp")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, interrupted)
     connection.settings_dict.setdefault("TEST", {})["NAME"] = f"test_pdcp_bench_topology_{os.getpid()}"
@@ -342,6 +344,8 @@ def main() -> None:
     except BaseException as exc:
         keep = not isinstance(exc, KeyboardInterrupt)
         raise
+    else:
+        keep = args.keep_logs
     finally:
         stop_all()
         forget_redis_keys()
