@@ -67,6 +67,10 @@ class InstanceHealth(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["deployment", "subject"], name="instancehealth_unique")]
 
+    @property
+    def colour(self) -> str:
+        return INSTANCE_STATE_COLOUR.get(self.state, "grey")
+
 
 class HealthEvent(models.Model):
     """One transition of an instance's state, or an auto-restart decision, with its time and reason."""

@@ -25,7 +25,7 @@ from .instance_page import SERVICE_CHARTS, InstanceNotFound, charts_with_history
 from .topology_snapshot import topology_snapshot
 
 LOG_LINES = 40
-DEFAULT_WINDOW = "1h"
+DEFAULT_WINDOW = "15m"  # a fresh deploy fills it within minutes; longer windows are a click away
 
 
 @viewer_required

@@ -67,7 +67,7 @@ def test_instance_charts_draw_the_stored_history_and_follow_the_window(live_stac
     page.goto(f"{live_stack}/deployments/{deployment.pk}/instances/d0/")
 
     section = page.locator("#instance-charts")
-    expect(section).to_have_attribute("data-loaded-window", "1h", timeout=20000)
+    expect(section).to_have_attribute("data-loaded-window", "15m", timeout=20000)
     expect(page.locator("#instance-charts [data-chart=kv-usage]")).to_have_attribute("data-state", "drawn")
     assert _plotted(page, "instance-charts", "kv-usage") == [
         {"name": "KV cache", "x": RAW, "y": [p.values["kv_usage"] for p in raw]}]
@@ -79,7 +79,7 @@ def test_instance_charts_draw_the_stored_history_and_follow_the_window(live_stac
     kv_bytes = _plotted(page, "instance-charts", "kv-bytes")
     assert kv_bytes[0]["y"] == [p.values["kv_in_bytes_s"] for p in raw] and kv_bytes[1]["y"] == [None] * RAW
     assert "ms" in page.locator("#instance-charts [data-chart=ttft] .ytick").first.text_content()
-    page.screenshot(path=str(tmp_path / "instance-1h.png"), full_page=True)
+    page.screenshot(path=str(tmp_path / "instance-15m.png"), full_page=True)
     # never measured: a sentence, not an empty plot
     itl = page.locator("#instance-charts [data-chart=itl]")
     expect(itl).to_have_attribute("data-state", "empty")
@@ -97,7 +97,7 @@ def test_instance_charts_draw_the_stored_history_and_follow_the_window(live_stac
 
     # the deployment page: the proxy's charts, loaded into it
     page.goto(f"{live_stack}/deployments/{deployment.pk}/")
-    expect(page.locator("#service-charts")).to_have_attribute("data-loaded-window", "1h", timeout=20000)
+    expect(page.locator("#service-charts")).to_have_attribute("data-loaded-window", "15m", timeout=20000)
     assert _plotted(page, "service-charts", "proxy-requests")[0]["y"] == [p.values["req_s"] for p in proxy]
     expect(page.locator("#service-charts [data-chart=pool-keys]")).to_contain_text("no history yet")
     page.locator("#service-charts").screenshot(path=str(tmp_path / "service-charts.png"))

@@ -292,6 +292,14 @@ def test_an_unknown_query_parameter_is_a_clear_400(running, api_client_for):
     assert answer.status_code == 400 and answer.json()["errors"][0]["field"] == "subjekt"
 
 
+def test_the_health_section_colours_each_state_as_the_picture_does(running, world, client, make_user):
+    world.dead.add(7102)
+    a_round(running, world, timezone.now().timestamp())
+    client.force_login(make_user("viewer", "vic"))
+    html = client.get(f"/deployments/{running.pk}/health-policy/").content.decode()
+    assert '<span class="badge red">Unhealthy</span>' in html and '<span class="badge green">Healthy</span>' in html
+
+
 def test_the_policy_form_saves_for_operators_and_names_bad_fields(running, client, make_user):
     from apps.telemetry.models import HealthPolicy
 
