@@ -12,6 +12,7 @@ import time
 import pytest
 
 from tests.e2e.conftest import E2E_REDIS, ROOT, stop
+from tests.e2e.pages import logged_in_page
 from tests.telemetry.health_sim import import_inventory, start_cluster, stop_cluster, topology_yaml
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(420)]
@@ -96,13 +97,7 @@ def test_a_killed_engine_turns_red_on_the_page_and_comes_back_by_itself(live_sta
                                               params={"health_timeout": 30, "stop_grace": 3}), 120)
         assert deployed.status == "successful", deployed.explanation
 
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{live_stack}/login/")
-        page.fill("input[name=username]", "watcher")
-        page.fill("input[name=password]", "e2e-password-123")
-        page.click("button[type=submit]")
+        page, errors = logged_in_page(browser, live_stack)
         page.goto(f"{live_stack}/deployments/{deployment.pk}/")
         d0 = page.locator("#topology .topo-instance[data-instance=d0]")
         expect(d0).to_have_attribute("data-health", "healthy", timeout=30000)

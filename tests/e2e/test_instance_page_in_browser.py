@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.pages import logged_in_page
+
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -56,14 +58,7 @@ def test_instance_charts_draw_the_stored_history_and_follow_the_window(live_stac
     from playwright.sync_api import expect
 
     deployment, raw, minutes, proxy = deployment_with_history
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.goto(f"{live_stack}/login/")
-    page.fill("input[name=username]", "watcher")
-    page.fill("input[name=password]", "e2e-password-123")
-    page.click("button[type=submit]")
+    page, errors = logged_in_page(browser, live_stack, console_errors=True)
     page.goto(f"{live_stack}/deployments/{deployment.pk}/instances/d0/")
 
     section = page.locator("#instance-charts")

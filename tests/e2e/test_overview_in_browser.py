@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.pages import logged_in_page
+
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -51,13 +53,7 @@ def test_the_overview_shows_a_deployment_and_follows_it_without_reload(live_stac
         InstanceHealth.objects.create(deployment=watched_deployment, subject=subject, state=state, since=timezone.now())
     web_cache.set(live_key(pk), live_state(req_s=8.0, kv=2.5e9), timeout=60)
     try:
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{live_stack}/login/")
-        page.fill("input[name=username]", "watcher")
-        page.fill("input[name=password]", "e2e-password-123")
-        page.click("button[type=submit]")
+        page, errors = logged_in_page(browser, live_stack, height=900)
         page.wait_for_url(f"{live_stack}/")
 
         row = page.locator("#overview tr[data-deployment=reference]")

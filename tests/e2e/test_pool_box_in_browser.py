@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.pages import logged_in_page
+
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,13 +64,7 @@ def test_the_pool_box_shows_what_the_master_holds_or_why_it_holds_nothing(live_s
 
     try:
         show("mooncake-master-sim-deployed.txt")
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{live_stack}/login/")
-        page.fill("input[name=username]", "watcher")
-        page.fill("input[name=password]", "e2e-password-123")
-        page.click("button[type=submit]")
+        page, errors = logged_in_page(browser, live_stack)
         page.goto(f"{live_stack}/deployments/{pk}/")
 
         box = page.locator("#topology .live-pool-service[data-key=kv-pool]")

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.pages import logged_in_page
+
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -43,13 +45,7 @@ def reference_deployment():
 
 def open_as_watcher(browser, live_stack: str, pk: int):
     """The deployment page as the viewer `watcher`, with the page's script errors collected."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(f"{live_stack}/login/")
-    page.fill("input[name=username]", "watcher")
-    page.fill("input[name=password]", "e2e-password-123")
-    page.click("button[type=submit]")
+    page, errors = logged_in_page(browser, live_stack)
     page.goto(f"{live_stack}/deployments/{pk}/")
     return page, errors
 
