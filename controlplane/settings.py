@@ -105,8 +105,10 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # A socket's receive blocks in BZPOPMIN for 5 s (channels_redis brpop_timeout); redis-py 8's default read
-        # timeout is 5 s too, and when it fires first the consumer dies and the page's websocket closes.
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "prefix": PDCP_NAMESPACE},
+        # timeout is 5 s too, and when it fires first the consumer dies and the page's websocket closes. No read
+        # timeout, as redis-py before 8 had: a longer one (15 s) left a cancelled receive looping in BZPOPMIN, so a
+        # closed consumer's task never ended (tests/evals/pages/test_eval_consumer.py hung in teardown).
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}], "prefix": PDCP_NAMESPACE},
     }
 }
 CACHES = {

@@ -101,7 +101,7 @@ def live_stack(transactional_db, tmp_path, settings):
     env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": E2E_REDIS, "PDCP_NAMESPACE": prefix,
            "PYTHONPATH": str(ROOT)}
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                                           "CONFIG": {"hosts": [{"address": E2E_REDIS, "socket_timeout": 15}],
+                                           "CONFIG": {"hosts": [{"address": E2E_REDIS, "socket_timeout": None}],
                                                       "prefix": prefix}}}
     settings.CELERY_BROKER_URL = E2E_REDIS
     from controlplane.celery import app
