@@ -17,7 +17,7 @@ from ..health.policy import (
     health_policy_problems,
     health_policy_set,
 )
-from ..models import INSTANCE_STATE_COLOUR, HealthEvent, InstanceHealth
+from ..models import HealthEvent, InstanceHealth
 
 
 class HealthPolicySerializer(serializers.Serializer):
@@ -32,16 +32,13 @@ class HealthPolicySerializer(serializers.Serializer):
 
 
 class InstanceHealthSerializer(serializers.ModelSerializer):
-    colour = serializers.SerializerMethodField()
+    colour = serializers.CharField(read_only=True, help_text="the state's UI colour (InstanceHealth.colour)")
     restart_job = serializers.IntegerField(source="restart_job_id", allow_null=True)
 
     class Meta:
         model = InstanceHealth
         fields = ["subject", "state", "colour", "reason", "since", "bad_rounds", "restarts", "last_restart_at",
                   "restart_job", "updated"]
-
-    def get_colour(self, obj) -> str:
-        return INSTANCE_STATE_COLOUR.get(obj.state, "grey")
 
 
 class HealthEventSerializer(serializers.ModelSerializer):
