@@ -23,7 +23,8 @@ class Exchange:
     """One client request going through the PD flow."""
 
     __slots__ = ("flow", "req", "conn", "endpoint", "body", "stream", "rid", "hkey", "session", "load",
-                 "deadline", "prefill_leg", "decode_leg", "ttft_seen", "auth", "path", "fast", "kv_fast")
+                 "deadline", "prefill_leg", "decode_leg", "ttft_seen", "auth", "path", "fast", "kv_fast",
+                 "served")
 
     def __init__(self, flow, req, conn, endpoint: str, body: dict, fast: bool = False):
         self.flow = flow
@@ -44,6 +45,7 @@ class Exchange:
         self.prefill_leg = Leg(flow.pools["prefill"], flow.balancers["prefill"], PREFILL)
         self.decode_leg = Leg(flow.pools["decode"], flow.balancers["decode"], DECODE)
         self.ttft_seen = False
+        self.served = None  # the answer's headers once its Decode answered: request id, Prefill, Decode, retries
         auth = req.headers.get("authorization")
         # the legs' Authorization: the client's, else --backend-api-key's (or $OPENAI_API_KEY's)
         self.auth = auth.encode("latin-1") if auth else flow.backend_auth
@@ -66,6 +68,15 @@ class Exchange:
 
     def rid_header(self):
         return [(b"X-Request-Id", self.rid.encode())]
+
+    def served_headers(self, decode) -> list:
+        """The answer's headers once `decode` answered 2xx: the request id, which Prefill (whose KV it carries) and
+        which Decode served it, and how many legs were retried on another instance (pdproxy/README.md)."""
+        prefill = self.decode_leg.kv_from[0]
+        retries = self.prefill_leg.attempts + self.decode_leg.attempts - 2
+        self.served = [(b"X-Request-Id", self.rid.encode()), (b"X-PD-Prefill", prefill.host_header),
+                       (b"X-PD-Decode", decode.host_header), (b"X-PD-Retries", b"%d" % retries)]
+        return self.served
 
     def mark_first_byte(self):
         if not self.ttft_seen:
@@ -125,15 +136,16 @@ class Exchange:
             if self.flow.cfg.recompute and b"recomputed" in raw:
                 raw = await self.flow.recompute.whole(self, raw)
             self.mark_first_byte()
-            self.conn.send_response(200, raw, ctype, self.rid_header())
+            self.conn.send_response(200, raw, ctype, self.served or self.rid_header())
 
     async def forward(self, lease, dconn):
         """The first Decode's answer while it is leased: its events streamed to the client (returns the
         SsePipe), or its body read whole (returns (body, content type)). None: it broke off, the client has
         been told."""
         ctype = dconn.headers.get("content-type", b"application/json")
+        served = self.served_headers(lease.backend)
         if self.stream and ctype.startswith(b"text/event-stream"):
-            self.conn.start_stream(200, ctype, self.rid_header())
+            self.conn.start_stream(200, ctype, served)
             return await self.pipe(lease, dconn)
         try:
             raw = await dconn.read_body(self.remaining())
