@@ -25,6 +25,7 @@ from apps.deployments.topology import (
     PlannedProcess,
     SpecError,
     TopologySpec,
+    fit_estimates,
     get_profile,
     validate_topology,
 )
@@ -107,7 +108,7 @@ def _plan_ignoring_npu_health(spec: TopologySpec | None, inventory: dict[str, No
         facts[name] = replace(f, healthy_logical_ids=frozenset(range(f.npu_count)))
     if validate_topology(spec, facts):
         return None
-    return get_profile(spec.launch_profile).render(spec, facts)
+    return replace(get_profile(spec.launch_profile).render(spec, facts), hbm=fit_estimates(spec, facts))
 
 
 # --- live state ------------------------------------------------------------------------------------------------
@@ -182,6 +183,7 @@ def _instances(spec: TopologySpec, plan: Plan, rows: dict[str, Process]) -> list
     for p in plan.processes:
         if p.role in ENGINE_ROLES:
             by_name[p.instance].append(p)
+    hbm = {fit.instance: fit.as_dict() for fit in plan.hbm}
     out = []
     for inst in spec.instances:
         ranks = []
@@ -210,6 +212,7 @@ def _instances(spec: TopologySpec, plan: Plan, rows: dict[str, Process]) -> list
             "span_label": f"TP{inst.tp} × DP{inst.dp}" + (f" over {len(span)} nodes" if len(span) > 1 else ""),
             "kv_port_window": [min(w[0] for w in windows), max(w[1] for w in windows)] if windows else None,
             "ranks": ranks, "slices": [_slice(node, [r for r in ranks if r["node"] == node]) for node in span],
+            "hbm": hbm.get(inst.name),  # the HBM fit estimate per die (docs/hbm-fit.md), None when not checked
             **_worst(ranks),
         })
     return out

@@ -341,7 +341,7 @@ function drawInstance(parent, inst, colours) {
     `${inst.role} · TP${inst.tp} × DP${inst.dp}${inst.dp > 1 ? ` (${inst.dp_style})` : ""} · KV ${windowText(inst.kv_port_window)}`,
     { class: "inst-sub" });
   text(g, b.x + b.w - 8, b.y + 15, inst.state_label, { class: "state-label", fill: colour, "text-anchor": "end" });
-  tip(g, `${inst.name} (${inst.role}) on ${inst.node}: ${inst.state_label}`);
+  tip(g, `${inst.name} (${inst.role}) on ${inst.node}: ${inst.state_label}${hbmTip(inst)}`);
   inst.ranks.forEach((r, k) => drawRank(g, inst, r, b.x, b.y + 22 + k * RANK_ROW, b.w, colours));
 }
 
@@ -363,7 +363,18 @@ function drawFrame(svg, f) {
   }
   const processes = new Set(inst.ranks.map((r) => r.key)).size;
   tip(g, `${inst.name} (${inst.role}): ${inst.span_label}, ${inst.dp_style} DP, ${inst.dp_local} ranks per node, `
-    + `${processes} processes\nnodes: ${inst.nodes.join(", ")} (DP master ${inst.node})\nstate: ${inst.state_label}`);
+    + `${processes} processes\nnodes: ${inst.nodes.join(", ")} (DP master ${inst.node})\nstate: ${inst.state_label}`
+    + hbmTip(inst));
+}
+
+// The HBM fit estimate per die (apps/deployments/topology/hbm_fit.py, docs/hbm-fit.md), for an instance's hover.
+function hbmTip(inst) {
+  const h = inst.hbm;
+  if (!h) return "";
+  const seqs = h.full_sequences == null ? ""
+    : `, ${h.full_sequences} full-length sequences${h.max_num_seqs ? ` (max_num_seqs ${h.max_num_seqs})` : ""}`;
+  return `\nHBM per die (${h.die_gb} GB, utilization ${h.utilization}): weights ${h.weights_gb} GB · KV ${h.kv_gb} GB`
+    + ` · headroom ${h.headroom_gb} GB\nKV holds ${h.kv_tokens.toLocaleString()} tokens per DP rank${seqs} · ${h.status}`;
 }
 
 // The part of a spanning instance on one node: its ranks (a row each while few), headless dashed.

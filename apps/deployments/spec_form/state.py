@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..topology.model_catalog import CATALOG
 from ..topology.spec import InstanceSpec, KvPoolSpec
 
 # An instance's node cell holds every node it spans, comma separated ("node2, node3"); one name is `node:`.
@@ -17,8 +18,11 @@ INSTANCE_EDITED = INSTANCE_TEXT + INSTANCE_INTS + ("nodes", "expert_parallel")
 # Every other instance field rides along in the row's hidden JSON (edited in YAML only): devices, extra_args, env
 # today, and any field added to InstanceSpec later, so a new field is never dropped by a save from the form.
 INSTANCE_KEPT = tuple(f.name for f in fields(InstanceSpec) if f.name not in INSTANCE_EDITED)
-KEPT_TOP = ("transfer_ports", "store", "proxy", "simulation", "kv_pool")  # store.memory_mb, proxy.admin_port: YAML
+KEPT_TOP = ("transfer_ports", "store", "proxy", "simulation", "kv_pool",  # store.memory_mb, proxy.admin_port: YAML
+            "model_profile")  # a catalog profile's name, or a spelt-out profile's sizes (PROFILE_KEPT)
 PROFILE_INTS = ("layers", "kv_heads", "head_dim", "attention_heads")
+PROFILE_KEPT = ("weights", "params_b", "expert_params_b", "experts", "unquantized_params_b", "hidden_size",
+                "max_position")  # the HBM fit check's sizes (docs/hbm-fit.md): edited in YAML only
 KV_POOL_TEXT = ("backend", "segment_size", "load_failure_policy", "protocol", "install_path")
 KV_POOL_INTS = ("rpc_port", "metrics_port", "config_store_port")
 KV_POOL_BOOLS = ("consumer_is_to_load", "consumer_is_to_put")
@@ -93,6 +97,11 @@ def state_from_spec(data: dict) -> FormState:
     """The form for a stored spec (a revision's spec_to_dict data), plus spare blank rows."""
     model = data.get("model") or {}
     profile = model.get("profile") or {}
+    kept_profile: str | dict | None = None
+    if isinstance(profile, str):  # a catalog name: its shape shows in the fields, the name rides along
+        kept_profile, profile = profile, dict(CATALOG.get(profile, {}))
+    elif any(k in profile for k in PROFILE_KEPT):
+        kept_profile = {k: profile[k] for k in PROFILE_KEPT if k in profile}
     kv_pool = data.get("kv_pool") or {}
     store = data.get("store") or {}
     proxy = data.get("proxy") or {}
@@ -108,7 +117,7 @@ def state_from_spec(data: dict) -> FormState:
     top.update({f"kv_pool.{k}": _s(kv_pool.get(k)) for k in KV_POOL_TEXT + KV_POOL_INTS})
     top["kv_pool.backend"] = top["kv_pool.backend"] or "mooncake"
     top.update({f"kv_pool.{k}": "on" if kv_pool.get(k) else "" for k in KV_POOL_BOOLS})
-    keep = {}
+    keep: dict[str, Any] = {"model_profile": kept_profile} if kept_profile else {}
     for name in ("transfer_ports", "simulation"):
         if data.get(name) is not None:
             keep[name] = data[name]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..topology.model_catalog import CATALOG
 from .state import (
     INSTANCE_INTS,
     INSTANCE_KEPT,
@@ -16,6 +17,7 @@ from .state import (
     KV_POOL_KEPT,
     KV_POOL_TEXT,
     PROFILE_INTS,
+    PROFILE_KEPT,
     FormProblem,
     FormState,
     Placement,
@@ -54,14 +56,14 @@ def state_to_data(state: FormState) -> tuple[dict, list[FormProblem], Placement]
     profile = {"dtype": read.text("model.profile.dtype"), "kv_layout": read.text("model.profile.kv_layout")}
     for k in PROFILE_INTS:
         read.put(profile, k, f"model.profile.{k}", f"model {k}")
+    kept_top = kept_fields(state.keep, KEPT_TOP) or {}
     data: dict[str, Any] = {
         "launch_profile": read.text("launch_profile"),
         "model": {"path": read.text("model.path"), "served_name": read.text("model.served_name"),
-                  "profile": profile},
+                  "profile": _profile(profile, kept_top.get("model_profile"))},
         "instances": _instances(read, state.instances, placement)}
     if read.text("run_dir"):  # blank: the default run dir, named after the deployment
         data["run_dir"] = read.text("run_dir")
-    kept_top = kept_fields(state.keep, KEPT_TOP) or {}
     if read.text("kv_pool.node"):
         data["kv_pool"] = _kv_pool(read, kept_top)
     store = _store(read, state.servers, placement, kept_top)
@@ -74,6 +76,19 @@ def state_to_data(state: FormState) -> tuple[dict, list[FormProblem], Placement]
         if kept_top.get(name) is not None:
             data[name] = kept_top[name]
     return data, read.errors, placement
+
+
+def _profile(shown: dict, kept: Any) -> str | dict:
+    """A catalog profile stays its name while the form shows its shape unchanged; edited, it becomes the mapping
+    with the catalog's sizes. A spelt-out profile gets its sizes back."""
+    if isinstance(kept, str) and kept in CATALOG:
+        entry = CATALOG[kept]
+        if all(entry.get(k) == v for k, v in shown.items()) and all(k in shown for k in PROFILE_INTS):
+            return kept
+        return {**shown, **{k: entry[k] for k in PROFILE_KEPT if k in entry}}
+    if isinstance(kept, dict):
+        return {**shown, **{k: v for k, v in kept.items() if k in PROFILE_KEPT}}
+    return shown
 
 
 def _instances(read: _Reader, rows: list[dict[str, str]], placement: Placement) -> list[dict]:

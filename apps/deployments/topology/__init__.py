@@ -8,8 +8,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from sshexec import LaunchSpec, detached_start_command
 
+from .hbm_fit import DieFit, fit_estimates
 from .node_facts import NodeFacts
 from .parse import normal_run_dir, spec_from_dict
 from .plan import Plan, PlannedProcess, Stage, plan_to_text
@@ -43,13 +46,14 @@ def build_plan(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> Plan:
     problems = validate_topology(spec, nodes)
     if problems:
         raise TopologyInvalid(problems)
-    return get_profile(spec.launch_profile).render(spec, nodes)
+    plan = get_profile(spec.launch_profile).render(spec, nodes)
+    return dataclasses.replace(plan, hbm=fit_estimates(spec, nodes))
 
 
 __all__ = [
-    "BenchClientSpec", "InstanceSpec", "KvPoolSpec", "LaunchProfile", "LaunchSpec", "ModelProfile", "ModelSpec",
+    "BenchClientSpec", "DieFit", "InstanceSpec", "KvPoolSpec", "LaunchProfile", "LaunchSpec", "ModelProfile", "ModelSpec",
     "NodeFacts", "Plan", "PlannedProcess", "Problem", "ProxySpec", "SpecError", "Stage", "StoreServer",
     "StoreSpec", "TopologyInvalid", "TopologySpec", "TransferPortsSpec", "admin_header_path", "admin_token_path",
-    "build_plan", "detached_start_command", "get_profile", "normal_run_dir", "plan_to_text", "spec_diff",
+    "build_plan", "detached_start_command", "fit_estimates", "get_profile", "normal_run_dir", "plan_to_text", "spec_diff",
     "spec_from_dict", "spec_from_yaml", "spec_to_dict", "spec_to_yaml", "validate_topology",
 ]

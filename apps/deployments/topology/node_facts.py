@@ -13,3 +13,4 @@ class NodeFacts:
     npu_count: int  # dies the hardware has, healthy or not (sizes Mooncake's ADXL port range)
     nic_name: str = "eth0"  # *_SOCKET_IFNAME: from a node field/label, eth0 when unset
     is_sim: bool = False
+    die_hbm_mb: int | None = None  # HBM of one die (npu-smi's HBM total, or the hardware's); None = unknown

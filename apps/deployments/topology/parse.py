@@ -10,6 +10,7 @@ from typing import Any
 from plainyaml import short_repr
 from sshexec import EnvExtend
 
+from .model_catalog import CATALOG, catalog_names
 from .spec import (
     BOOK_NAME_RE,
     DEFAULT_RUN_ROOT,
@@ -27,6 +28,7 @@ from .spec import (
     POOL_BACKENDS,
     ROLES,
     SIZE_RE,
+    WEIGHT_BYTES,
     BenchClientSpec,
     InstanceSpec,
     KvPoolSpec,
@@ -183,19 +185,67 @@ def _optional(top: _Reader, key: str, build):
     return None if value is None else build(value)
 
 
+_PROFILE_SHAPE = ("layers", "kv_heads", "head_dim", "dtype", "attention_heads")
+_PROFILE_OPTIONAL = ("kv_layout", "weights", "params_b", "expert_params_b", "experts", "unquantized_params_b",
+                     "hidden_size", "max_position")
+
+
 def _model(errors, data) -> ModelSpec:
     r = _Reader(errors, data, "model", ("path", "served_name", "profile"))
-    p = _Reader(errors, r.raw("profile", {}), "model.profile",
-                ("layers", "kv_heads", "head_dim", "dtype", "attention_heads"), ("kv_layout",))
-    profile = ModelProfile(layers=p.integer("layers", 1), kv_heads=p.integer("kv_heads", 1),
-                           head_dim=p.integer("head_dim", 1), dtype=p.text("dtype", "bfloat16", tuple(DTYPE_BYTES)),
-                           attention_heads=p.integer("attention_heads", 1),
-                           kv_layout=p.text("kv_layout", "mha", KV_LAYOUTS))
+    raw = r.raw("profile", {})
+    if isinstance(raw, str):
+        profile = _catalog_profile(r, raw)
+    elif isinstance(raw, Mapping):
+        profile = _profile(errors, raw)
+    else:
+        r.bad("profile", f"expected a catalog name ({', '.join(catalog_names())}) or a mapping, got {_show(raw)}")
+        profile = ModelProfile(layers=1, kv_heads=1, head_dim=1, dtype="bfloat16", attention_heads=1)
     path, served_name = r.text("path", ""), r.text("served_name", "")
     for key, value in (("path", path), ("served_name", served_name)):
         if value.startswith("-"):  # the engine would read it as an option (e.g. --worker-extension-cls=...)
             r.bad(key, f"may not start with '-', got {_show(value)}")
     return ModelSpec(path=path, served_name=served_name, profile=profile)
+
+
+def _catalog_profile(r: _Reader, name: str) -> ModelProfile:
+    """`profile: qwen3-235b-a22b`: the catalog entry of that name (topology/model_catalog.py)."""
+    if name not in CATALOG:
+        r.bad("profile", f"unknown model profile {_show(name)}; known profiles: {', '.join(catalog_names())} "
+                         "(or spell the profile out as a mapping)")
+        return ModelProfile(layers=1, kv_heads=1, head_dim=1, dtype="bfloat16", attention_heads=1)
+    return ModelProfile(name=name, **CATALOG[name])
+
+
+def _profile(errors, data) -> ModelProfile:
+    p = _Reader(errors, data, "model.profile", _PROFILE_SHAPE, _PROFILE_OPTIONAL)
+    params = _billions(p, "params_b", None)
+    experts_b = _billions(p, "expert_params_b", 0.0, zero=True)
+    unquantized = _billions(p, "unquantized_params_b", 0.0, zero=True)
+    for key, value in (("expert_params_b", experts_b), ("unquantized_params_b", unquantized)):
+        if value and params is None:
+            p.bad(key, "needs params_b (all the parameters loaded, in billions) beside it")
+        elif params is not None and value > params:
+            p.bad(key, f"{value:g} is more than params_b {params:g}: it counts a part of params_b")
+    return ModelProfile(layers=p.integer("layers", 1), kv_heads=p.integer("kv_heads", 1),
+                        head_dim=p.integer("head_dim", 1), dtype=p.text("dtype", "bfloat16", tuple(DTYPE_BYTES)),
+                        attention_heads=p.integer("attention_heads", 1),
+                        kv_layout=p.text("kv_layout", "mha", KV_LAYOUTS),
+                        weights=p.text("weights", "bfloat16", tuple(WEIGHT_BYTES)), params_b=params,
+                        expert_params_b=experts_b, experts=p.integer("experts", None),
+                        unquantized_params_b=unquantized, hidden_size=p.integer("hidden_size", None),
+                        max_position=p.integer("max_position", None))
+
+
+def _billions(r: _Reader, key: str, default: float | None, *, zero: bool = False) -> float | None:
+    """A parameter count in billions (235.09): a positive number, or >= 0 where `zero`."""
+    if key not in r.data:
+        return default
+    value = r.data[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or (value == 0 and not zero) \
+            or value != value or value == float("inf"):
+        r.bad(key, f"expected a number of parameters in billions like 235.09, got {_show(value)}")
+        return default
+    return float(value)
 
 
 _INSTANCE_REQUIRED = ("name", "role", "tp", "api_port", "kv_port")

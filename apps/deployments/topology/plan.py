@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sshexec import LaunchSpec
 
+from .hbm_fit import DieFit
 from .plan_view import plan_view  # it names this module's types only in annotations
 
 STAGE_ORDER = ("kv_pool", "engines", "proxy")  # dependencies first: D/P need the pool, the proxy needs P/D
@@ -36,6 +37,7 @@ class Plan:
     profile: str
     stages: tuple[Stage, ...]
     warnings: tuple[str, ...] = ()  # renders, but may not mean what was written (topology/plan_warnings.py)
+    hbm: tuple[DieFit, ...] = ()  # each instance's HBM per die (topology/hbm_fit.py), set by build_plan
 
     @property
     def processes(self) -> tuple[PlannedProcess, ...]:
@@ -47,6 +49,9 @@ def plan_to_text(plan: Plan) -> str:
     exports, the program with one flag per line: plan_view) and then the exact line a deploy sends, with the wrapper
     (run-dir checks, pid file, log, setsid) the docs leave out."""
     lines = [f"# launch profile: {plan.profile}; {len(plan.processes)} processes in {len(plan.stages)} stages"]
+    if plan.hbm:
+        lines.append("# HBM per die (docs/hbm-fit.md):")
+        lines += [f"#   {fit.as_dict()['text']}" for fit in plan.hbm]
     for stage in plan_view(plan):
         lines.append(f"\n## stage {stage.number}: {stage.name}")
         for node in stage.nodes:

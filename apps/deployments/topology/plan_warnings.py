@@ -3,14 +3,17 @@ with the plan, never blocking a deploy."""
 
 from __future__ import annotations
 
+from .hbm_rules import fit_warnings
+from .node_facts import NodeFacts
 from .problem import Problem, instance_path
 from .spec import TopologySpec
 
 MOONCAKE_CLIENT_TTL_S = 120  # the master's --client_ttl (the KV pool guide's value), rendered by profiles/vllm_ascend.py
 
 
-def plan_warnings(spec: TopologySpec) -> list[Problem]:
-    return env_warnings(spec) + pool_warnings(spec)
+def plan_warnings(spec: TopologySpec, nodes: dict[str, NodeFacts] | None = None) -> list[Problem]:
+    """`nodes` adds the HBM fit's warnings (a tight instance, or why the check could not run)."""
+    return env_warnings(spec) + pool_warnings(spec) + (fit_warnings(spec, nodes) if nodes is not None else [])
 
 
 def env_warnings(spec: TopologySpec) -> list[Problem]:

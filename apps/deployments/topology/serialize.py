@@ -11,7 +11,10 @@ import plainyaml
 from sshexec import EnvExtend
 
 from .parse import spec_from_dict
-from .spec import InstanceSpec, KvPoolSpec, SpecError, TopologySpec
+from .spec import InstanceSpec, KvPoolSpec, ModelProfile, SpecError, TopologySpec
+
+# ModelProfile fields left out of the plain form while they hold their default (a profile spelt out as before)
+_PROFILE_DEFAULTS = {"weights": "bfloat16", "expert_params_b": 0.0, "unquantized_params_b": 0.0}
 
 
 def spec_to_dict(spec: TopologySpec) -> dict[str, Any]:
@@ -24,6 +27,10 @@ def _plain(value: Any) -> Any:
         # `node: a` for one node, `nodes: [a, b]` for an instance spanning several (never both).
         drop = {"nodes"} if not value.nodes else {"node"}
         return {k: v for k, v in _fields(value).items() if k not in drop}
+    if isinstance(value, ModelProfile):
+        if value.name:  # a catalog entry stays its name
+            return value.name
+        return {k: v for k, v in _fields(value).items() if _PROFILE_DEFAULTS.get(k, object()) != v}
     if isinstance(value, EnvExtend):
         out = {k: v for k, v in (("prepend", value.prepend), ("append", value.append)) if v}
         return out if value.separator == ":" else {**out, "separator": value.separator}

@@ -29,6 +29,9 @@ SIZE_RE = re.compile(r"^[1-9][0-9]*GB$")  # Mooncake's global_segment_size and M
 DEFAULT_RUN_ROOT = {"vllm-ascend": "/var/lib/pdcp", "sim": "/home/simnode/pdcp-runs"}
 KV_LAYOUTS = ("mha", "mla")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1}
+# Bytes per weight parameter by the checkpoint's format as the engine loads it (docs/hbm-fit.md); w8a8 is
+# msModelSlim's int8 weights (+ int8 activations), whose per-channel scales add under 0.5% and are left out.
+WEIGHT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "w8a8": 1}
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")  # instance names end up in file names and process keys
 FLAG_RE = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
@@ -60,6 +63,19 @@ class ModelProfile:
     dtype: str
     attention_heads: int
     kv_layout: str = "mha"
+    # Sizes for the HBM fit check (topology/hbm_fit.py, docs/hbm-fit.md); None = not given, the check is skipped.
+    name: str | None = None  # the catalog entry it came from (topology/model_catalog.py), None when spelt out
+    weights: str = "bfloat16"  # WEIGHT_BYTES: the format of the loaded weights
+    params_b: float | None = None  # parameters loaded for serving, in billions
+    expert_params_b: float = 0.0  # of which routed-expert parameters (MoE), split over TP x DP
+    experts: int | None = None  # routed experts per MoE layer
+    unquantized_params_b: float = 0.0  # of params_b, what stays bfloat16 in a quantized checkpoint (embeddings...)
+    hidden_size: int | None = None  # sizes the activations of a forward pass
+    max_position: int | None = None  # the model's max_position_embeddings: vLLM's max_model_len when none is set
+
+    @property
+    def has_sizes(self) -> bool:
+        return self.params_b is not None
 
     @property
     def dtype_bytes(self) -> int:

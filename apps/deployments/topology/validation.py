@@ -1,5 +1,6 @@
 """Rules a topology must pass against an inventory, each Problem naming the field and a concrete fix: here the
-instances, nodes, devices and P/D sizes; the engine options and the ports in engine_rules.py and port_rules.py.
+instances, nodes, devices and P/D sizes; the engine options and the ports in engine_rules.py and port_rules.py, the
+HBM fit in hbm_rules.py.
 
 Run when a revision is saved and again right before a job runs (NPU health changes in between).
 """
@@ -7,6 +8,7 @@ Run when a revision is saved and again right before a job runs (NPU health chang
 from __future__ import annotations
 
 from .engine_rules import engine_allowed, engine_owned, simulation_rules
+from .hbm_rules import fit_problems
 from .node_facts import NodeFacts
 from .placement import assign_devices
 from .pool_rules import pool_rules
@@ -26,6 +28,7 @@ def validate_topology(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[P
     _devices(spec, nodes, out)
     _tp(spec, out)
     _pd_sizes(spec, out)
+    fit_problems(spec, nodes, out)
     engine_owned(spec, out)
     engine_allowed(spec, out)
     simulation_rules(spec, out)

@@ -99,7 +99,7 @@ class VllmAscendProfile:
         engines = tuple(p for inst in spec.instances for p in self._engine(spec, nodes, inst, devices))
         stages.append(Stage("engines", engines))
         stages.append(Stage("proxy", (self._proxy(spec, nodes, engines),)))
-        return Plan(profile=self.name, stages=tuple(stages), warnings=tuple(map(str, plan_warnings(spec))))
+        return Plan(profile=self.name, stages=tuple(stages), warnings=tuple(map(str, plan_warnings(spec, nodes))))
 
     def _launch(self, spec: TopologySpec, key: str, argv: list[str], env: dict | None = None,
                 files: tuple[LaunchFile, ...] = ()) -> LaunchSpec:
