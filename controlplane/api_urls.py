@@ -8,6 +8,7 @@ from rest_framework.urlpatterns import format_suffix_patterns
 from apps.accounts.api.views import MeView, MyTokenView, ObtainTokenView, UserViewSet
 from apps.audit.api.views import AuditEntryViewSet
 from apps.deployments.api.views import DeploymentViewSet, ProcessViewSet, RevisionViewSet
+from apps.deployments.playground.api import DeploymentPlaygroundView
 from apps.evals.api.views import EvalCompareView, EvalDatasetViewSet, EvalRunViewSet, EvalSweepViewSet
 from apps.inventory.api.views import (
     ClusterViewSet,
@@ -55,6 +56,7 @@ urlpatterns = [
                                      name="deployment-topology")]),
     path("deployments/<int:pk>/history/", DeploymentHistoryView.as_view(), name="deployment-history"),
     path("deployments/<int:pk>/health-policy/", DeploymentHealthPolicyView.as_view(), name="deployment-health-policy"),
+    path("deployments/<int:pk>/playground/", DeploymentPlaygroundView.as_view(), name="deployment-playground"),
     path("deployments/<int:pk>/health/", DeploymentHealthView.as_view(), name="deployment-health"),
     path("", include(router.urls)),
 ]

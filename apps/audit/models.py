@@ -11,6 +11,7 @@ class AuditAction(models.TextChoices):
     JOB = "job", "Started job"
     LOGIN = "login", "Logged in"
     HEALTH = "health", "Health changed"  # an instance's health state moved (by the system: user None)
+    PLAYGROUND = "playground", "Sent a playground request"  # token counts, P and D; never the text
 
 
 AUDIT_ACTION_COLOUR = {
@@ -20,6 +21,7 @@ AUDIT_ACTION_COLOUR = {
     AuditAction.JOB: "purple",
     AuditAction.LOGIN: "grey",
     AuditAction.HEALTH: "amber",
+    AuditAction.PLAYGROUND: "blue",
 }
 
 

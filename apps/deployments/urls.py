@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import views
+from .playground import views as playground_views
 
 app_name = "deployments"
 
@@ -14,6 +15,7 @@ urlpatterns = [
     path("<int:pk>/diff/", views.deployment_diff_page, name="diff"),
     path("<int:pk>/export/", views.deployment_export, name="export"),
     path("<int:pk>/revisions/<int:number>/activate/", views.deployment_activate, name="activate"),
+    path("<int:pk>/playground/", playground_views.playground_page, name="playground"),
     path("<int:pk>/jobs/<slug:kind>/", views.deployment_job, name="job"),
     path("processes/<int:pk>/log/", views.process_log, name="process-log"),
 ]
