@@ -1,5 +1,5 @@
 """A small simulated cluster for the health tests (addresses 127.0.10.50-.53): node0 with a Prefill, node1 with a
-Decode, the proxy host and the bench host; the topology 1P1D with the sim launch profile, no KV pool."""
+Decode, the proxy host and the bench host; the topology 1P1D (TP16 each) with the sim launch profile, no KV pool."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def topology_yaml(run_dir: str) -> str:
     data["run_dir"] = run_dir
     p0 = next(i for i in data["instances"] if i["name"] == "p0")
     d0 = next(i for i in data["instances"] if i["name"] == "d0")
-    d0.update(node="node1", tp=4, dp=1)
+    d0.update(node="node1", tp=16, dp=1)  # one engine process; TP4 x DP1 cannot hold Qwen3-235B's weights (HBM fit)
     d0.pop("dp_rpc_port", None)
     data["instances"] = [p0, d0]
     for inst in data["instances"]:
