@@ -35,10 +35,13 @@ SPEC = {
 def use_broker(app, url: str) -> None:
     """Point this process's Celery app at another broker, dropping the connections (and the producers on them) it
     pooled for the previous one: a pool kept from the e2e broker would send later tests' tasks there."""
+    from kombu import pools
+
     app.conf.broker_url = url
-    if app._pool is not None:
-        app._pool.force_close_all()
-        app._pool = None
+    # app._pool and the producer pool are kombu's process-wide pools for that URL: closing them without taking them
+    # out of kombu's registry leaves a closed pool there, which the next switch to the same URL would be handed.
+    pools.reset()
+    app._pool = None
     app.amqp._producer_pool = None
 
 
