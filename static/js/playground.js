@@ -3,13 +3,15 @@
 const root = document.getElementById("playground");
 const form = document.getElementById("pg-form");
 const $ = (id) => document.getElementById(id);
-const history = []; // chat turns: {role, content}
+const history = []; // chat turns: {role, content, served?}; served (an answer's P, D and TTFT) is never sent
+const requests = []; // this page's requests, newest first: what the request log table shows
 let updates = 0;
 
 function field(name) { return form.elements[name]; }
 function kind() { return form.querySelector("input[name=kind]:checked").value; }
 function csrf() { return field("csrfmiddlewaretoken").value; }
 function served(s) { return s ? (s.key ? `${s.instance || s.key} (${s.key}, ${s.address})` : s.address) : "—"; }
+function short(s) { return s ? (s.key || s.address) : "?"; }
 function ms(v) { return v === null || v === undefined ? "—" : `${v.toFixed(1)} ms`; }
 
 function drawHistory() {
@@ -21,6 +23,12 @@ function drawHistory() {
     who.className = "who";
     who.textContent = t.role;
     div.append(who, document.createTextNode(t.content));
+    if (t.served) {
+      const tag = document.createElement("span");
+      tag.className = "muted pg-served";
+      tag.textContent = ` — ${t.served}`;
+      div.append(tag);
+    }
     return div;
   }));
 }
@@ -28,7 +36,7 @@ function drawHistory() {
 function body(text) {
   const out = { kind: kind(), max_tokens: Number(field("max_tokens").value),
                 temperature: Number(field("temperature").value), stream: field("stream").checked };
-  if (out.kind === "chat") out.messages = [...history, { role: "user", content: text }];
+  if (out.kind === "chat") out.messages = [...history.map(({ role, content }) => ({ role, content })), { role: "user", content: text }];
   else out.prompt = text;
   return out;
 }
@@ -72,8 +80,28 @@ function onEvent(name, data, state) {
     $("pg-raw-response").textContent = data.raw_response || "";
     if (name === "error") showError(data.message);
     state.end = name;
+    state.figures = data;
     if (state.meta) edgeCount(state.meta.prefill, state.meta.decode);
   }
+}
+
+function cell(text) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  return td;
+}
+
+function logRequest(kindName, state) {
+  const m = state.meta || {}, f = state.figures || {};
+  requests.unshift({ rid: m.request_id || "—", kind: kindName, prefill: short(m.prefill), decode: short(m.decode),
+                     ttft: ms(f.ttft_ms), itl: ms(f.itl_p50_ms), tokens: `${f.tokens_in ?? "—"} / ${f.tokens_out ?? "—"}`,
+                     outcome: state.end === "done" ? "ok" : (f.status || "failed") });
+  $("pg-log").hidden = false;
+  $("pg-log-rows").replaceChildren(...requests.slice(0, 50).map((q) => {
+    const tr = document.createElement("tr");
+    tr.append(...[q.rid, q.kind, q.prefill, q.decode, q.ttft, q.itl, q.tokens, q.outcome].map(cell));
+    return tr;
+  }));
 }
 
 async function send(event) {
@@ -122,8 +150,11 @@ async function send(event) {
     showError(`the request failed: ${exc}`);
     state.end = "error";
   }
+  logRequest(payload.kind, state);
   if (state.end === "done" && payload.kind === "chat") {
-    history.push({ role: "user", content: text }, { role: "assistant", content: state.text });
+    const m = state.meta || {};
+    const servedBy = `${short(m.prefill)} → ${short(m.decode)} · TTFT ${ms((state.figures || {}).ttft_ms)}`;
+    history.push({ role: "user", content: text }, { role: "assistant", content: state.text, served: servedBy });
     drawHistory();
     $("pg-text").value = "";
   }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -24,14 +25,17 @@ def sim_spec(first: int = FIRST) -> dict:
     return spec
 
 
-def start_cluster(first: int = FIRST):
-    """A simulated reference cluster on 127.0.10.<first> ... <first + 5> (each test module its own range)."""
+def start_cluster(first: int = FIRST, *, without: tuple[str, ...] = ()):
+    """A simulated reference cluster on 127.0.10.<first> ... <first + 5> (each test module its own range), less the
+    nodes named in `without`."""
     from simcluster import cluster
 
+    spec = sim_spec(first)
+    spec["nodes"] = [n for n in spec["nodes"] if n["name"] not in without]
     state_dir = Path(tempfile.mkdtemp(prefix="pdcp-deploy-sim-", dir="/tmp"))
     state_dir.chmod(0o755)
     try:
-        state = cluster.up(sim_spec(first), state_dir)
+        state = cluster.up(spec, state_dir)
     except BaseException:
         cluster.down(state_dir)
         shutil.rmtree(state_dir, ignore_errors=True)
@@ -46,6 +50,16 @@ def stop_cluster(state_dir: Path) -> None:
         cluster.down(state_dir)
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@contextmanager
+def running_cluster(first: int = FIRST, *, without: tuple[str, ...] = ()):
+    """start_cluster as a context: yields the cluster's state and stops it however the block ends."""
+    state_dir, state = start_cluster(first, without=without)
+    try:
+        yield state
+    finally:
+        stop_cluster(state_dir)
 
 
 def topology_yaml(run_dir: str, *, edit=None) -> str:

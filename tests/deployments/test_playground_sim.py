@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
-from simdeploy import import_inventory, new_run_dir, remove_run_dir, run_job_now, sim_spec, topology_yaml
+from simdeploy import (
+    import_inventory,
+    new_run_dir,
+    remove_run_dir,
+    run_job_now,
+    running_cluster,
+    topology_yaml,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 FIRST = 90
@@ -20,17 +24,8 @@ FIRST = 90
 
 @pytest.fixture(scope="module")
 def sim():
-    from simcluster import cluster
-
-    spec = sim_spec(FIRST)
-    spec["nodes"] = [n for n in spec["nodes"] if n["name"] != "bench"]  # .90-.94: this suite's addresses
-    state_dir = Path(tempfile.mkdtemp(prefix="pdcp-play-sim-", dir="/tmp"))
-    state_dir.chmod(0o755)
-    try:
-        yield cluster.up(spec, state_dir)
-    finally:
-        cluster.down(state_dir)
-        shutil.rmtree(state_dir, ignore_errors=True)
+    with running_cluster(FIRST, without=("bench",)) as state:  # .90-.94: this suite's addresses
+        yield state
 
 
 @pytest.fixture(autouse=True)

@@ -1,14 +1,10 @@
 """Issue 16's finish line in a real browser: an operator opens the playground of the deployed reference topology
 (simulated cluster on 127.0.10.90-.94), sends a chat, sees the answer arrive in parts, its TTFT/ITL, and which
-Prefill and Decode served it."""
-
-import shutil
-import tempfile
-from pathlib import Path
+Prefill and Decode served it; a second turn shows each answer with its own P and D."""
 
 import pytest
 
-from tests.deployments.simdeploy import import_inventory, run_job_now, sim_spec, topology_yaml
+from tests.deployments.simdeploy import import_inventory, run_job_now, running_cluster, topology_yaml
 from tests.e2e.pages import logged_in_page
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
@@ -16,17 +12,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.m
 
 @pytest.fixture(scope="module")
 def sim():
-    from simcluster import cluster
-
-    spec = sim_spec(90)
-    spec["nodes"] = [n for n in spec["nodes"] if n["name"] != "bench"]
-    state_dir = Path(tempfile.mkdtemp(prefix="pdcp-play-e2e-sim-", dir="/tmp"))
-    state_dir.chmod(0o755)
-    try:
-        yield cluster.up(spec, state_dir)
-    finally:
-        cluster.down(state_dir)
-        shutil.rmtree(state_dir, ignore_errors=True)
+    with running_cluster(90, without=("bench",)) as state:  # .90-.94: this suite's addresses
+        yield state
 
 
 def test_operator_chats_with_the_deployed_topology_and_sees_which_p_and_d_served(live_stack, browser, sim,
@@ -66,6 +53,15 @@ def test_operator_chats_with_the_deployed_topology_and_sees_which_p_and_d_served
         assert page.locator("#pg-tokens").inner_text().endswith("/ 24")
         assert "curl" in page.locator("#pg-curl").text_content()
         assert page.locator("#pg-history .pg-turn").count() == 2  # the chat keeps its turns
+        page.fill("#pg-text", "And a second question")
+        page.click("#pg-send")
+        expect(page.locator("#pg-history .pg-turn")).to_have_count(4, timeout=60000)
+        tags = page.locator("#pg-history .pg-served").all_inner_texts()  # each answer says who served it
+        assert len(tags) == 2 and all("→" in t and "TTFT" in t for t in tags), tags
+        assert all(any(k in t.split("→")[0] for k in keys if k.startswith("p")) for t in tags), tags
+        assert all(any(k in t.split("→")[1] for k in keys if k.startswith("d")) for t in tags), tags
+        assert page.locator("#pg-log-rows tr").count() == 2
+        assert page.locator("#pg-log-rows tr").first.locator("td").last.inner_text() == "ok"
         page.screenshot(path=str(tmp_path / "playground.png"), full_page=True)
         print(f"\nplayground figures: TTFT {ttft}, ITL p50/mean {itl}, P {prefill}, D {decode}")
         assert not errors, errors
