@@ -113,3 +113,21 @@ def own_cache_prefix(settings, request):
     # Below this run's namespace, so drop_this_runs_redis_keys clears them too.
     caches["default"]["KEY_PREFIX"] = f"{settings.PDCP_NAMESPACE}:{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
     settings.CACHES = caches
+
+
+@pytest.fixture
+def no_celery(monkeypatch):
+    """Jobs run where the test says (run_job in this process, a thread or a subprocess), never via the broker."""
+    from apps.jobs import tasks
+
+    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
+
+
+@pytest.fixture
+def run_dir():
+    """A deployment's run dir below the simulated nodes' private root; whatever still runs there fails the test."""
+    from tests.deployments.simdeploy import new_run_dir, remove_run_dir
+
+    path = new_run_dir()
+    yield path
+    remove_run_dir(path)

@@ -17,33 +17,17 @@ from simdeploy import (
     REPO,
     cluster_fixture,
     import_inventory,
-    new_run_dir,
     pids_in,
     processes_mentioning,
-    remove_run_dir,
     run_job_now,
 )
 
 from tests.telemetry.spanning_sim import PREFIX, complete
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 FIRST = 228
 sim = cluster_fixture(FIRST)
 SIM_ONLY_MMC_KEYS = {"simcluster.ring", "simcluster.replicas"}  # the memcached ring standing in for MemCache
-
-
-@pytest.fixture(autouse=True)
-def no_celery(monkeypatch):
-    from apps.jobs import tasks
-
-    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
-
-
-@pytest.fixture
-def run_dir():
-    path = new_run_dir()
-    yield path
-    remove_run_dir(path)
 
 
 def docs_example_on_sim(name: str, run_dir: str) -> str:

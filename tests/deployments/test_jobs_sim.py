@@ -15,7 +15,6 @@ import urllib.request
 import pytest
 from simdeploy import (
     REPO,
-    new_run_dir,
     pid_alive,
     pids_in,
     processes_mentioning,
@@ -25,7 +24,7 @@ from simdeploy import (
     topology_yaml,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240), pytest.mark.usefixtures("no_celery")]
 
 
 @pytest.fixture(scope="module")
@@ -35,14 +34,6 @@ def sim():
         yield state_dir, state
     finally:
         stop_cluster(state_dir)
-
-
-@pytest.fixture(autouse=True)
-def no_celery(monkeypatch):
-    """Jobs run where the test says (run_job in this process, a thread or a subprocess), never via the broker."""
-    from apps.jobs import tasks
-
-    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
 
 
 @pytest.fixture
@@ -60,13 +51,6 @@ def inventory(sim, transactional_db):
 @pytest.fixture
 def operator(make_user):
     return make_user("operator", "op")
-
-
-@pytest.fixture
-def run_dir():
-    path = new_run_dir()
-    yield path
-    remove_run_dir(path)
 
 
 def make_deployment(cluster, user, run_dir, edit=None):

@@ -19,7 +19,7 @@ from simdeploy import pid_alive, pids_in, processes_mentioning, remove_run_dir
 from simcluster.rundirs import new_run_dir
 from sshexec import LaunchFile
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240), pytest.mark.usefixtures("no_celery")]
 
 PREFIX, FIRST = "127.0.10", 216
 NODES = ("node0", "node1", "proxy", "bench")
@@ -46,13 +46,6 @@ def sim():
     finally:
         cluster.down(state_dir)
         shutil.rmtree(state_dir, ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def no_celery(monkeypatch):
-    from apps.jobs import tasks
-
-    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
 
 
 @pytest.fixture

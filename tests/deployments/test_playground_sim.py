@@ -11,14 +11,12 @@ import pytest
 from asgiref.sync import async_to_sync
 from simdeploy import (
     import_inventory,
-    new_run_dir,
-    remove_run_dir,
     run_job_now,
     running_cluster,
     topology_yaml,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 FIRST = 90
 
 
@@ -26,20 +24,6 @@ FIRST = 90
 def sim():
     with running_cluster(FIRST, without=("bench",)) as state:  # .90-.94: this suite's addresses
         yield state
-
-
-@pytest.fixture(autouse=True)
-def no_celery(monkeypatch):
-    from apps.jobs import tasks
-
-    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
-
-
-@pytest.fixture
-def run_dir():
-    path = new_run_dir()
-    yield path
-    remove_run_dir(path)
 
 
 def no_bench(data: dict) -> None:

@@ -15,36 +15,20 @@ import pytest
 from simdeploy import (
     cluster_fixture,
     import_inventory,
-    new_run_dir,
     pids_in,
     processes_mentioning,
-    remove_run_dir,
     run_job_now,
     topology_yaml,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240), pytest.mark.usefixtures("no_celery")]
 FIRST = 200
 sim = cluster_fixture(FIRST)
-
-
-@pytest.fixture(autouse=True)
-def no_celery(monkeypatch):
-    from apps.jobs import tasks
-
-    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
 
 
 @pytest.fixture
 def inventory(sim, transactional_db):
     return import_inventory(sim)
-
-
-@pytest.fixture
-def run_dir():
-    path = new_run_dir()
-    yield path
-    remove_run_dir(path)
 
 
 def spanning_decode(data: dict) -> None:

@@ -167,13 +167,3 @@ def sim():
         yield state
     finally:
         stop_cluster(state_dir)
-
-
-@pytest.fixture
-def run_dir():
-    """A deployment's run dir below the simulated nodes' private root; whatever still runs there fails the test."""
-    from tests.deployments.simdeploy import new_run_dir, remove_run_dir
-
-    path = new_run_dir()
-    yield path
-    remove_run_dir(path)

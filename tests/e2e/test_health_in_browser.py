@@ -54,15 +54,6 @@ def telemetry_worker(live_stack, tmp_path, settings):
         stop(proc)
 
 
-@pytest.fixture
-def run_dir():
-    from tests.deployments.simdeploy import new_run_dir, remove_run_dir
-
-    path = new_run_dir()
-    yield path
-    remove_run_dir(path)
-
-
 def wait_job(job, timeout: float):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

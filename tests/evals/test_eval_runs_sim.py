@@ -18,7 +18,7 @@ import yaml
 from simcluster.engine.answers import book_path, expected_correct, load_book
 from tests.deployments.simdeploy import REPO, remove_run_dir
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600), pytest.mark.usefixtures("no_celery")]
 
 PREFIX, FIRST = "127.0.10", 190
 ACCURACY = 0.7
@@ -64,13 +64,6 @@ def run_dir():
     path = new_run_dir("evals")
     yield path
     remove_run_dir(path)
-
-
-@pytest.fixture(autouse=True)
-def no_celery(monkeypatch):
-    from apps.jobs import tasks
-
-    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
 
 
 @pytest.fixture

@@ -8,17 +8,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_celery")]
 
 ENGINE_PAGE = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"
 PROXY_PAGE = "# TYPE pdproxy_requests_total counter\npdproxy_requests_total 0\n"
-
-
-@pytest.fixture(autouse=True)
-def no_celery(monkeypatch):
-    from apps.jobs import tasks
-
-    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
 
 
 class World:

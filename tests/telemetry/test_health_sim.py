@@ -13,7 +13,7 @@ from health_sim import import_inventory, start_cluster, stop_cluster, topology_y
 
 from tests.deployments.simdeploy import run_job_now
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 
 
 @pytest.fixture(scope="module")
@@ -23,22 +23,6 @@ def sim():
         yield state
     finally:
         stop_cluster(state_dir)
-
-
-@pytest.fixture(autouse=True)
-def no_celery(monkeypatch):
-    from apps.jobs import tasks
-
-    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
-
-
-@pytest.fixture
-def run_dir():
-    from tests.deployments.simdeploy import new_run_dir, remove_run_dir
-
-    path = new_run_dir()
-    yield path
-    remove_run_dir(path)
 
 
 def test_a_killed_engine_goes_unhealthy_and_the_auto_restart_brings_it_back(sim, transactional_db, make_user,

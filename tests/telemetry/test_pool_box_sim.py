@@ -13,7 +13,7 @@ import pytest
 
 from tests.deployments.simdeploy import import_inventory, run_job_now, sim_spec
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 FIRST = 60
 
 
@@ -30,22 +30,6 @@ def sim():
     finally:
         cluster.down(state_dir)
         shutil.rmtree(state_dir, ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def no_celery(monkeypatch):
-    from apps.jobs import tasks
-
-    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
-
-
-@pytest.fixture
-def run_dir():
-    from tests.deployments.simdeploy import new_run_dir, remove_run_dir
-
-    path = new_run_dir()
-    yield path
-    remove_run_dir(path)
 
 
 def no_bench(data: dict) -> None:

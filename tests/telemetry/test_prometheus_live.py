@@ -22,7 +22,8 @@ import yaml
 from tests.deployments.simdeploy import import_inventory, run_job_now, sim_spec, topology_yaml
 from tests.e2e.conftest import free_port, live_stack  # noqa: F401  (a fixture)
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300),
+              pytest.mark.usefixtures("no_celery")]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = "/usr/bin/prometheus"
@@ -48,22 +49,6 @@ def sim():
             cluster.down(state_dir)
         finally:
             shutil.rmtree(state_dir, ignore_errors=True)
-
-
-@pytest.fixture
-def run_dir():
-    from tests.deployments.simdeploy import new_run_dir, remove_run_dir
-
-    path = new_run_dir()
-    yield path
-    remove_run_dir(path)
-
-
-@pytest.fixture(autouse=True)
-def no_celery(monkeypatch):
-    from apps.jobs import tasks
-
-    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)  # the test runs its jobs itself
 
 
 def small_topology(data: dict) -> None:

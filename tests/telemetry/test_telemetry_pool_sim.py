@@ -10,27 +10,11 @@ from spanning_sim import share_a_prefix, spanning
 
 from tests.deployments.simdeploy import cluster_fixture, import_inventory, run_job_now
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 FIRST = 244
 
 
 sim = cluster_fixture(FIRST)
-
-
-@pytest.fixture(autouse=True)
-def no_celery(monkeypatch):
-    from apps.jobs import tasks
-
-    monkeypatch.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
-
-
-@pytest.fixture
-def run_dir():
-    from tests.deployments.simdeploy import new_run_dir, remove_run_dir
-
-    path = new_run_dir()
-    yield path
-    remove_run_dir(path)
 
 
 def test_pool_hits_of_a_spanning_deployment_reach_the_live_state_and_the_picture(sim, transactional_db, make_user,
