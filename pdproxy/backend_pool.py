@@ -131,19 +131,22 @@ class BackendPool:
 
     # passive health
     def report_failure(self, b: Backend, err: BackendError | None = None, status: int = 0):
+        """A request's failure on `b`. A connection failure, a timeout or a broken stream ejects it at once, the
+        --eject-after-5xx-th consecutive 5xx answer does; but no passive failure ejects a role's last healthy
+        instance: the active health check does that (README, "Ejection"). In PD a Decode's failure is often a
+        dead Prefill's fault, and an empty role turns a partial outage into 503s until the next probe."""
         b.failures += 1
         if err is not None:
             b.last_error = err.reason
-            # connection-level failures and timeouts mean the instance is unusable right now
-            if b.state in (HEALTHY, PENDING):
-                self.set_state(b, EJECTED, err.reason)
+            reason = err.reason
         else:
             b.fail_5xx += 1
             b.last_error = f"answered HTTP {status}"
-            # never eject the last healthy instance on 5xx alone: in PD a Decode's 5xx is often a dead
-            # Prefill's fault, and an empty role turns a partial outage into a full one
-            if b.fail_5xx >= self.eject_after_5xx and b.state == HEALTHY and len(self._available) > 1:
-                self.set_state(b, EJECTED, f"{b.fail_5xx} consecutive 5xx answers")
+            if b.fail_5xx < self.eject_after_5xx:
+                return
+            reason = f"{b.fail_5xx} consecutive 5xx answers"
+        if b.state == PENDING or (b.state == HEALTHY and len(self._available) > 1):
+            self.set_state(b, EJECTED, reason)
 
     def report_success(self, b: Backend):
         b.fail_5xx = 0

@@ -96,6 +96,8 @@ class Exchange:
             leg_rid = rid if attempt == 0 else f"{rid}-r{attempt}"
             # a Prefill run answers with its own last failure; the Decode's outlives re-prefills
             prefill.last = None
+            if not decode.can_pick():  # no Prefill work (and no KV left behind) for a Decode nobody could take
+                raise decode.exhausted()
             t0 = time.perf_counter()
             p, kv, tokens = await prefill.serve(self, prefill_body(body, self.fast), leg_rid)
             metrics.observe(metrics.prefill_duration, self.endpoint, time.perf_counter() - t0)
@@ -155,9 +157,9 @@ class Exchange:
             d = lease.backend
             self.flow.pools["decode"].report_failure(d, exc)
             self.flow.metrics.error("decode_" + exc.kind)
-            self.conn.send_error(504 if exc.kind == "timeout" else 502,
-                                 f"decode {d.addr} failed mid-answer: {exc.reason}", "BadGatewayError",
-                                 self.rid_header())
+            timeout = exc.kind == "timeout"
+            self.conn.send_error(504 if timeout else 502, f"decode {d.addr} failed mid-answer: {exc.reason}",
+                                 "GatewayTimeoutError" if timeout else "BadGatewayError", self.rid_header())
             return None
 
     # `use` callbacks of through_pd that only hand back a coroutine (no coroutine of their own on the hot path)

@@ -111,6 +111,13 @@ class Leg:
         if self.rules.loses_kv(failure):
             raise NeedPrefill(failure.reason)
 
+    def can_pick(self) -> bool:
+        """Whether an instance of this role could take the request now (healthy and not excluded for it)."""
+        available, tried = self.pool.available(), self.tried
+        if tried is _NONE_TRIED:  # the first attempt: no set to look in
+            return bool(available)
+        return any(b not in tried for b in available)
+
     def exhausted(self) -> Answer:
         if self.last is None:
             return Answer(503, self.pool.why_unavailable(), "ServiceUnavailableError", f"no_{self.role}")
@@ -173,5 +180,5 @@ DECODE = LegRules(
     # within the retry budget
     excludes=lambda failure: failure.kind != "5xx",
     loses_kv=lambda failure: failure.kind != "connect",
-    timeout_error_type="BadGatewayError",  # what the Decode leg has always answered its 504 with
+    timeout_error_type="GatewayTimeoutError",
 )

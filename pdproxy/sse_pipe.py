@@ -43,7 +43,9 @@ class SsePipe:
             d = lease.backend
             ex.flow.pools["decode"].report_failure(d, exc)
             ex.flow.metrics.error("stream_broken")
-            self.out.append(sse_error_event(502, f"decode {d.addr} stream broke: {exc.reason}", "BadGatewayError"))
+            timeout = exc.kind == "timeout"
+            self.out.append(sse_error_event(504 if timeout else 502, f"decode {d.addr} stream broke: {exc.reason}",
+                                            "GatewayTimeoutError" if timeout else "BadGatewayError"))
             self.client.end_stream(b"".join(self.out))
             return None
         if self.recomputed is None:
