@@ -9,6 +9,7 @@ import json
 
 from .backend_pool import DRAINING, PENDING
 from .config import ConfigError, parse_address
+from .fanout import FanoutInvalid, reset_prefix_cache
 
 ROLES = ("prefill", "decode")
 
@@ -18,10 +19,11 @@ def _json(conn, status: int, payload) -> None:
 
 
 class Admin:
-    def __init__(self, token: str | None, pools: dict, health):
+    def __init__(self, token: str | None, pools: dict, health, connect_timeout: float = 2.0):
         self.token = token.encode() if token else None
         self.pools = pools
         self.health = health
+        self.connect_timeout = connect_timeout
 
     def _authorized(self, req) -> bool:
         auth = req.headers.get("authorization", "")
@@ -49,6 +51,14 @@ class Admin:
             if method == "POST":
                 return await self.add(req, conn)
             return conn.send_error(405, "use GET or POST on /admin/instances", "MethodNotAllowed")
+        if parts == ["reset_prefix_cache"]:
+            if method != "POST":
+                return conn.send_error(405, "use POST on /admin/reset_prefix_cache", "MethodNotAllowed")
+            try:
+                status, payload = await reset_prefix_cache(self.pools, req.query, self.connect_timeout)
+            except FanoutInvalid as exc:
+                return conn.send_error(400, str(exc), "BadRequestError")
+            return _json(conn, status, payload)
         if len(parts) in (3, 4) and parts[0] == "instances":
             role, addr = parts[1], parts[2]
             if role not in ROLES:

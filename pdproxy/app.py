@@ -36,7 +36,7 @@ class ProxyApp:
         self.health = HealthChecker(list(self.pools.values()), cfg.health_path, cfg.health_interval,
                                     cfg.health_timeout)
         self.flow = PDFlow(cfg, self.pools, self.balancers, self.metrics)
-        self.admin = Admin(cfg.admin_token, self.pools, self.health)
+        self.admin = Admin(cfg.admin_token, self.pools, self.health, cfg.connect_timeout)
         self.admin_on_main = cfg.admin_listener is None  # else /admin/ is served only on that listener
         self._client_header = cfg.client_key[7:].lower() if cfg.client_key.startswith("header:") else None
 
@@ -65,6 +65,9 @@ class ProxyApp:
             return
         if path.startswith("/admin/") and self.admin_on_main:
             await self.admin.handle(req, conn)
+            return
+        if path == "/reset_prefix_cache":  # the example proxy's unauthenticated fan-out
+            conn.send_error(404, "use POST /admin/reset_prefix_cache (admin API, bearer token)", "NotFoundError")
             return
         conn.send_error(404, f"no route for {req.method} {path}", "NotFoundError")
 

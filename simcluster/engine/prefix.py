@@ -40,6 +40,9 @@ class LocalPrefixCache:
             hits += 1
         return hits
 
+    def clear(self) -> None:
+        self.blocks.clear()
+
     def insert(self, hashes: list[str]) -> None:
         for h in hashes:
             self.blocks[h] = None

@@ -262,6 +262,15 @@ def build_app(engine: Engine) -> web.Application:
     async def health(_request):
         return web.Response(status=200)
 
+    async def reset_prefix_cache(_request):
+        """vLLM's: every engine core's local prefix cache emptied (reset_external, the connector's cache, is left
+        alone: the pool's blocks are shared with other instances); 200 with no body."""
+        for core in engine.cores:
+            if core.prefix is not None:
+                core.prefix.clear()
+        log.info("Resetting prefix cache...")
+        return web.Response(status=200)
+
     async def models(_request):
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "vllm", "root": cfg.model,
                  "parent": None, "max_model_len": cfg.max_model_len} for name in cfg.served_names]
@@ -310,6 +319,8 @@ def build_app(engine: Engine) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/load", load)
     app.router.add_get("/version", lambda _r: web.json_response({"version": "0.0.0+simcluster"}))
+    if os.environ.get("VLLM_SERVER_DEV_MODE") == "1":  # vLLM mounts its dev routes only then
+        app.router.add_post("/reset_prefix_cache", reset_prefix_cache)
     app.router.add_post("/v1/completions", lambda r: completion(r, False))
     app.router.add_post("/v1/chat/completions", lambda r: completion(r, True))
     return app

@@ -135,8 +135,9 @@ class Cluster:
         port = int(_read_line(proc, "PORT").split()[1])
         return FakeBackend(proc, port, name)
 
-    def engine(self, role: str, model: str = "sim-model") -> FakeBackend:
-        """A simcluster.engine process (TP=1) playing Prefill (kv_producer) or Decode (kv_consumer)."""
+    def engine(self, role: str, model: str = "sim-model", *, dev_mode: bool = False) -> FakeBackend:
+        """A simcluster.engine process (TP=1) playing Prefill (kv_producer) or Decode (kv_consumer); dev_mode:
+        started with VLLM_SERVER_DEV_MODE=1 (it then serves /reset_prefix_cache, as vLLM does)."""
         import socket
 
         ports = []
@@ -151,6 +152,8 @@ class Cluster:
                                             "decode": {"dp_size": 1, "tp_size": 1}}}
         env = {**os.environ, "PYTHONPATH": str(ROOT), "ASCEND_RT_VISIBLE_DEVICES": "0",
                "SIMCLUSTER_TIME_SCALE": "0.05", "SIMCLUSTER_STARTUP_S": "0.1"}
+        if dev_mode:
+            env["VLLM_SERVER_DEV_MODE"] = "1"
         proc = subprocess.Popen([PY, "-m", "simcluster.engine", "serve", model, "--host", "127.0.0.1", "--port",
                                  str(ports[0]), "-tp", "1", "--served-model-name", model,
                                  "--kv-transfer-config", json.dumps(kv)],
