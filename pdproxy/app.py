@@ -9,6 +9,7 @@ import time
 from .admin import Admin
 from .backend_pool import HEALTHY, PENDING, BackendPool
 from .balancer import Sticky, make_balancer
+from .cache_aware import CacheAware
 from .config import Config
 from .health import HealthChecker
 from .limits import RateLimiter
@@ -29,7 +30,12 @@ class ProxyApp:
                 pool.add(a, state=initial_state)
         self.balancers = {}
         for role, pool in self.pools.items():
-            inner = make_balancer(cfg.role_policy(role), pool, cfg.hash_load_factor)
+            policy = cfg.role_policy(role)
+            if policy == "cache_aware":
+                inner = CacheAware(pool, cache_threshold=cfg.cache_threshold, balance_abs=cfg.balance_abs_threshold,
+                                   balance_rel=cfg.balance_rel_threshold, cache_chars=cfg.cache_chars)
+            else:
+                inner = make_balancer(policy, pool, cfg.hash_load_factor)
             self.balancers[role] = Sticky(inner, cfg.sticky_ttl) if cfg.sticky_header else inner
         self.metrics = Metrics(lambda: self.pools.values())
         self.limiter = RateLimiter(cfg.rate_limit, cfg.rate_burst, cfg.client_rate_limit, cfg.client_rate_burst)

@@ -116,6 +116,7 @@ class Sticky:
 
     def __init__(self, inner, ttl: float, max_entries: int = 100_000):
         self.inner = inner
+        self.uses_prompt = getattr(inner, "uses_prompt", False)
         self.ttl = ttl
         self.max_entries = max_entries
         self.table: OrderedDict[str, tuple[Backend, float]] = OrderedDict()

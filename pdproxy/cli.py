@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from .config import Config, ConfigError, load_yaml
+from .config import POLICIES, Config, ConfigError, load_yaml
 
 log = logging.getLogger("pdproxy")
 
@@ -31,12 +31,19 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--waiting-retry-interval", type=float, help="accepted, unused")
     ex.add_argument("--workers", type=int, help="accepted; one process serves (run more behind a balancer)")
     b = p.add_argument_group("balancing")
-    b.add_argument("--policy", choices=("round_robin", "least_conn", "consistent_hash"))
-    b.add_argument("--prefill-policy", choices=("round_robin", "least_conn", "consistent_hash"))
-    b.add_argument("--decode-policy", choices=("round_robin", "least_conn", "consistent_hash"))
+    b.add_argument("--policy", choices=POLICIES)
+    b.add_argument("--prefill-policy", choices=POLICIES)
+    b.add_argument("--decode-policy", choices=POLICIES)
     b.add_argument("--hash-key", choices=("request_id", "user", "client_ip", "prefix"))
     b.add_argument("--prefix-chars", type=int)
     b.add_argument("--hash-load-factor", type=float)
+    b.add_argument("--cache-threshold", type=float, help="cache_aware: share of the prompt an instance must hold "
+                   "to get it (default 0.3)")
+    b.add_argument("--balance-abs-threshold", type=int, help="cache_aware: in-flight spread that overrides the "
+                   "cache (default 64)")
+    b.add_argument("--balance-rel-threshold", type=float, help="cache_aware: and max > min x this (default 1.5)")
+    b.add_argument("--cache-chars", type=int, help="cache_aware: prompt characters remembered per instance "
+                   "(default 4 Mi)")
     b.add_argument("--sticky-header", help="header naming a session, e.g. X-Session-Id")
     b.add_argument("--sticky-ttl", type=float)
     h = p.add_argument_group("health, retries, timeouts")

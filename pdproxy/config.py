@@ -12,7 +12,7 @@ import plainyaml
 
 from .limits import RequestCaps
 
-POLICIES = ("round_robin", "least_conn", "consistent_hash")
+POLICIES = ("round_robin", "least_conn", "consistent_hash", "cache_aware")
 HASH_KEYS = ("request_id", "user", "client_ip", "prefix")
 
 
@@ -48,6 +48,11 @@ class Config:
     hash_key: str = "request_id"
     prefix_chars: int = 256
     hash_load_factor: float = 1.25
+    # cache_aware (cache_aware.py; SGLang router's defaults)
+    cache_threshold: float = 0.3
+    balance_abs_threshold: int = 64
+    balance_rel_threshold: float = 1.5
+    cache_chars: int = 1 << 22  # routed prompt characters remembered per instance
     sticky_header: str | None = None  # e.g. "x-session-id": same value -> same instances while healthy
     sticky_ttl: float = 600.0
     # health
@@ -95,6 +100,14 @@ class Config:
             raise ConfigError("client_key must be 'client_ip' or 'header:<name>'")
         if self.hash_load_factor < 1.0:
             raise ConfigError("hash_load_factor must be >= 1.0")
+        if not 0.0 <= self.cache_threshold <= 1.0:
+            raise ConfigError("cache_threshold must be from 0 to 1")
+        if self.balance_abs_threshold < 0:
+            raise ConfigError("balance_abs_threshold must be >= 0")
+        if self.balance_rel_threshold < 1.0:
+            raise ConfigError("balance_rel_threshold must be >= 1.0")
+        if self.cache_chars < 64:
+            raise ConfigError("cache_chars must be >= 64 (one chunk)")
         for name in ("connect_timeout", "first_byte_timeout", "total_timeout", "health_interval",
                      "health_timeout"):
             if getattr(self, name) <= 0:

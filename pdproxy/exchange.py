@@ -14,7 +14,7 @@ import time
 
 from .errors import Answer
 from .http_client import BackendError
-from .leg_bodies import decode_body, prefill_body
+from .leg_bodies import decode_body, prefill_body, prompt_text
 from .legs import DECODE, PREFILL, Leg, NeedPrefill
 from .sse_pipe import SsePipe
 
@@ -42,8 +42,11 @@ class Exchange:
         self.hkey = flow.hash_key(req, body)
         self.load = 1.0 + len(req.body) / 4096.0  # least_conn's weight of this request: ~ prompt tokens
         self.deadline = req.t0 + cfg.total_timeout
-        self.prefill_leg = Leg(flow.pools["prefill"], flow.balancers["prefill"], PREFILL)
-        self.decode_leg = Leg(flow.pools["decode"], flow.balancers["decode"], DECODE)
+        prompt = prompt_text(body) if flow.prompt_roles else None  # cache_aware routes by the prompt itself
+        self.prefill_leg = Leg(flow.pools["prefill"], flow.balancers["prefill"], PREFILL,
+                               prompt if "prefill" in flow.prompt_roles else self.hkey)
+        self.decode_leg = Leg(flow.pools["decode"], flow.balancers["decode"], DECODE,
+                              prompt if "decode" in flow.prompt_roles else self.hkey)
         self.ttft_seen = False
         self.served = None  # the answer's headers once its Decode answered: request id, Prefill, Decode, retries
         auth = req.headers.get("authorization")

@@ -58,10 +58,11 @@ class Leg:
     """One role's attempts for one client request. One class for both roles (the rules are data), which also
     keeps the retry loop's attribute accesses monomorphic for the interpreter."""
 
-    __slots__ = ("rules", "role", "pool", "balancer", "tried", "attempts", "last", "kv_from")
+    __slots__ = ("rules", "role", "pool", "balancer", "key", "tried", "attempts", "last", "kv_from")
 
-    def __init__(self, pool: BackendPool, balancer, rules: LegRules):
+    def __init__(self, pool: BackendPool, balancer, rules: LegRules, key: str | None = None):
         self.rules = rules
+        self.key = key  # what the balancer is handed: the hash key, or the prompt for cache_aware
         self.role = rules.role
         self.pool = pool
         self.balancer = balancer
@@ -77,7 +78,7 @@ class Leg:
         flow = ex.flow
         judge = self.rules.judge
         while self.attempts <= flow.cfg.max_retries:
-            b = self.balancer.pick(ex.hkey, self.tried, ex.session)
+            b = self.balancer.pick(self.key, self.tried, ex.session)
             if b is None:
                 break
             if self.attempts:

@@ -27,6 +27,7 @@ class PDFlow:
         key = cfg.backend_api_key or os.environ.get("OPENAI_API_KEY")
         self.backend_auth = f"Bearer {key}".encode() if key else None
         self.recompute = Recompute(self)
+        self.prompt_roles = frozenset(role for role, b in balancers.items() if getattr(b, "uses_prompt", False))
 
     def hash_key(self, req, body: dict) -> str | None:
         k = self.cfg.hash_key

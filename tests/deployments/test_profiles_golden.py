@@ -287,3 +287,18 @@ def test_prefer_local_false_lets_another_prefill_load_a_dead_ones_blocks(fixed_d
     fixed_data["kv_pool"]["prefer_local"] = False
     p0 = next(p for p in build_plan(spec_from_dict(fixed_data), nodes).processes if p.key == "p0-dp0")
     assert json.loads(p0.launch.files[0].content)["prefer_alloc_in_same_node"] is False
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "least_conn", "cache_aware"])
+def test_the_proxy_policy_renders_flags_pdproxy_itself_accepts(fixed_data, nodes, policy):
+    """cache_aware routes the Prefill by its prefix cache and the Decode by load; pdproxy's own parser reads the
+    rendered command back to the same policies."""
+    from pdproxy.cli import config_from_args
+
+    fixed_data["proxy"]["policy"] = policy
+    plan = build_plan(spec_from_dict(fixed_data), nodes)
+    argv = next(p for p in plan.processes if p.role == "proxy").launch.argv
+    args = list(argv[argv.index("--host"):argv.index("--admin-token-file")])
+    cfg = config_from_args(args)
+    expected = ("cache_aware", "least_conn") if policy == "cache_aware" else (policy, policy)
+    assert (cfg.role_policy("prefill"), cfg.role_policy("decode")) == expected

@@ -16,7 +16,7 @@ from sshexec import EnvExtend
 
 ROLES = ("prefill", "decode")
 DP_STYLES = ("external", "internal")
-POLICIES = ("round_robin", "least_conn", "consistent_hash")
+POLICIES = ("round_robin", "least_conn", "consistent_hash", "cache_aware")  # pdproxy's; cache_aware: Prefill only
 HASH_KEYS = ("request_id", "client_ip")
 LAUNCH_PROFILES = ("vllm-ascend", "sim")
 POOL_BACKENDS = ("mooncake", "memcache")  # AscendStoreConnector backends we render (docs/ascend-pd-launch-facts.md §3)

@@ -248,7 +248,7 @@ class VllmAscendProfile:
             return [f"{p.address}:{p.ports[0]}" for p in engines if p.role == role and p.health_url]
 
         argv = [*self.proxy_command, "--host", self.bind_host(node), "--port", str(proxy.port),
-                "--prefill", *backends("prefill"), "--decode", *backends("decode"), "--policy", proxy.policy]
+                "--prefill", *backends("prefill"), "--decode", *backends("decode"), *policy_args(proxy.policy)]
         if proxy.hash_key:
             argv += ["--hash-key", proxy.hash_key]
         argv += ["--admin-host", self.admin_host(node), "--admin-port", str(proxy.admin_port),
@@ -257,6 +257,14 @@ class VllmAscendProfile:
             key="proxy", role="proxy", instance=None, node=node.name, address=node.address, dp_rank=None,
             launch=self._launch(spec, "proxy", argv), health_url=f"http://{node.address}:{proxy.port}/healthcheck",
             ports=(proxy.port, proxy.admin_port), kv_port_window=None)
+
+
+def policy_args(policy: str) -> list[str]:
+    """pdproxy's flags for the topology's policy. cache_aware is for the Prefill, whose prefix cache it aims at (a
+    Decode pulls the whole KV it is sent): the Decode balances by load."""
+    if policy == "cache_aware":
+        return ["--policy", "least_conn", "--prefill-policy", "cache_aware"]
+    return ["--policy", policy]
 
 
 def _prepend(directory: str, existing: str | EnvExtend | None) -> EnvExtend:
