@@ -29,15 +29,17 @@ class ProxyApp:
             for a in addrs:
                 pool.add(a, state=initial_state)
         self.balancers = {}
+        cache_aware = {}  # role -> its CacheAware policy, for /metrics
         for role, pool in self.pools.items():
             policy = cfg.role_policy(role)
             if policy == "cache_aware":
-                inner = CacheAware(pool, cache_threshold=cfg.cache_threshold, balance_abs=cfg.balance_abs_threshold,
-                                   balance_rel=cfg.balance_rel_threshold, cache_chars=cfg.cache_chars)
+                inner = cache_aware[role] = CacheAware(
+                    pool, cache_threshold=cfg.cache_threshold, balance_abs=cfg.balance_abs_threshold,
+                    balance_rel=cfg.balance_rel_threshold, cache_chars=cfg.cache_chars)
             else:
                 inner = make_balancer(policy, pool, cfg.hash_load_factor)
             self.balancers[role] = Sticky(inner, cfg.sticky_ttl) if cfg.sticky_header else inner
-        self.metrics = Metrics(lambda: self.pools.values())
+        self.metrics = Metrics(lambda: self.pools.values(), lambda: cache_aware)
         self.limiter = RateLimiter(cfg.rate_limit, cfg.rate_burst, cfg.client_rate_limit, cfg.client_rate_burst)
         self.health = HealthChecker(list(self.pools.values()), cfg.health_path, cfg.health_interval,
                                     cfg.health_timeout)

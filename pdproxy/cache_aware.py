@@ -92,6 +92,9 @@ class CacheAware:
         for addr in [a for a in self.stores if a not in live]:
             del self.stores[addr]
 
+    def held_chars(self) -> dict[str, int]:
+        return {addr: len(s) * CHUNK_CHARS for addr, s in self.stores.items()}
+
     def pick(self, key: str | None, exclude, session: str | None = None) -> Backend | None:
         cands = [b for b in self.pool.available() if b not in exclude]
         if not cands:

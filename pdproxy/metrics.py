@@ -41,6 +41,30 @@ class _BackendCollector:
         yield state
 
 
+class _CacheAwareCollector:
+    """What the cache_aware policies decided and hold, read from them at scrape time."""
+
+    def __init__(self, policies):
+        self.policies = policies  # () -> {role: CacheAware}
+
+    def collect(self):
+        policies = self.policies()
+        if not policies:
+            return
+        picks = CounterMetricFamily("pdproxy_cache_aware_picks", "cache_aware choices by reason: cache (the "
+                                    "instance held the prompt's prefix), fewest (the emptiest), balance (the least "
+                                    "loaded, load out of balance)", labels=["role", "reason"])
+        held = GaugeMetricFamily("pdproxy_cache_aware_held_chars", "Routed prompt characters cache_aware "
+                                 "remembers per instance", labels=["role", "backend"])
+        for role, policy in policies.items():
+            for reason, n in policy.routed.items():
+                picks.add_metric([role, reason], n)
+            for addr, chars in policy.held_chars().items():
+                held.add_metric([role, addr], chars)
+        yield picks
+        yield held
+
+
 class _CounterChild:
     __slots__ = ("value",)
 
@@ -127,7 +151,7 @@ class _LocalCollector:
 
 
 class Metrics:
-    def __init__(self, pools):
+    def __init__(self, pools, cache_aware=dict):
         r = self.registry = CollectorRegistry(auto_describe=False)
         self.requests = LocalCounter("pdproxy_requests", "Client requests answered, by endpoint and status code",
                                      ["endpoint", "code"])
@@ -156,6 +180,7 @@ class Metrics:
                                     self.backend_requests, self.retries, self.edge_requests,
                                     self.edge_prompt_tokens, self.recomputes, self.rate_limited]))
         r.register(_BackendCollector(pools))
+        r.register(_CacheAwareCollector(cache_aware))
 
     # The hot path's calls: each adds to a label child the family caches, keyed by the label values. The
     # per-request ones look the child up themselves (labels() only makes a missing one): a Python call less

@@ -66,6 +66,9 @@ def test_the_proxy_keeps_each_document_on_one_prefill_and_spreads_the_documents(
             served.setdefault(r["prompt"].split("]")[0] + "]", set()).add(p.name)
     assert all(len(names) == 1 for names in served.values()), served
     assert len(set().union(*served.values())) == 3, served
+    assert proxy.metric("pdproxy_cache_aware_picks_total", role="prefill", reason="fewest") == 3
+    assert proxy.metric("pdproxy_cache_aware_picks_total", role="prefill", reason="cache") == 9
+    assert proxy.metric("pdproxy_cache_aware_held_chars", role="prefill", backend=ps[0].addr) > 1000
 
 
 def test_a_loaded_instance_sheds_its_documents_requests_to_the_others(cluster):
