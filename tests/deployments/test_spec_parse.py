@@ -53,7 +53,7 @@ def test_every_error_is_reported_in_one_pass(fixed_data):
     errors = errors_of(fixed_data)
     assert errors["instances[0].tp"] == "expected a positive integer, got 0"
     assert errors["instances[3].api_port"] == "expected a port number 1-65535, got 70000"
-    assert errors["proxy.policy"] == "expected one of round_robin, least_conn, consistent_hash, got 'random'"
+    assert errors["proxy.policy"] == "expected one of round_robin, least_conn, consistent_hash, cache_aware, got 'random'"
 
 
 def test_unknown_and_missing_fields(fixed_data):
