@@ -91,9 +91,13 @@ DATABASES = {
         conn_max_age=60,
     )
 }
+# Web, worker and beat share the file: wait for the lock instead of failing at once. A transaction takes the write
+# lock when it begins (IMMEDIATE): begun as a reader, it could not become a writer once another process had committed
+# a write meanwhile, and failed at once with "database is locked" whatever the timeout (a deploy job did, under the
+# telemetry rounds' writes).
+SQLITE_OPTIONS = {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;", "transaction_mode": "IMMEDIATE"}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Web, worker and beat share the file: wait for the lock instead of failing at once.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
+    DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
