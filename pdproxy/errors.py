@@ -14,6 +14,12 @@ def sse_error_event(status: int, message: str, err_type: str) -> bytes:
     return b"data: " + error_body(status, message, err_type) + b"\n\ndata: [DONE]\n\n"
 
 
+def gateway_failure(kind: str) -> tuple[int, str]:
+    """(status, OpenAI error type) of a backend failure of `kind` (BackendError's kinds, or 5xx): a timeout is a
+    gateway timeout, anything else a bad gateway."""
+    return (504, "GatewayTimeoutError") if kind == "timeout" else (502, "BadGatewayError")
+
+
 class Answer(Exception):
     """Answer the client with this error now (nothing has been sent yet). `body`: a backend's own error answer,
     passed through as it is; otherwise an OpenAI-style body is made of status, message and err_type. `cause`

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 
-from .errors import Answer
+from .errors import Answer, gateway_failure
 from .http_client import BackendError
 from .leg_bodies import decode_body, prefill_body, prompt_text
 from .legs import DECODE, PREFILL, Leg, NeedPrefill
@@ -115,8 +115,8 @@ class Exchange:
 
     def retries_spent(self, last: str) -> Answer:
         timeout = self.decode_leg.last is not None and self.decode_leg.last[1] == "timeout"
-        return Answer(504 if timeout else 502, f"no decode instance could serve the request; last error: {last}",
-                      "GatewayTimeoutError" if timeout else "BadGatewayError",
+        status, err_type = gateway_failure("timeout" if timeout else "5xx")
+        return Answer(status, f"no decode instance could serve the request; last error: {last}", err_type,
                       "decode_timeout" if timeout else "decode_5xx")
 
     # the answer
@@ -160,9 +160,9 @@ class Exchange:
             d = lease.backend
             self.flow.pools["decode"].report_failure(d, exc)
             self.flow.metrics.error("decode_" + exc.kind)
-            timeout = exc.kind == "timeout"
-            self.conn.send_error(504 if timeout else 502, f"decode {d.addr} failed mid-answer: {exc.reason}",
-                                 "GatewayTimeoutError" if timeout else "BadGatewayError", self.rid_header())
+            status, err_type = gateway_failure(exc.kind)
+            self.conn.send_error(status, f"decode {d.addr} failed mid-answer: {exc.reason}", err_type,
+                                 self.rid_header())
             return None
 
     # `use` callbacks of through_pd that only hand back a coroutine (no coroutine of their own on the hot path)

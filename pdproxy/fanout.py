@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from urllib.parse import parse_qsl, urlencode
 
-from .http_client import BackendError, build_request
-from .lease import ConnectionLease
+from .http_client import BackendError
+from .lease import request_whole
 from .leg_bodies import snippet
 
 RESET_TIMEOUT_S = 10.0  # first byte, then the whole answer; vLLM answers once every engine core has reset
@@ -34,16 +34,12 @@ def reset_path(query: str) -> bytes:
 async def _reset_one(backend, path: bytes, connect_timeout: float) -> dict:
     result = {"role": backend.role, "address": backend.addr, "state": backend.state, "ok": False, "status": None,
               "error": ""}
-    lease = ConnectionLease(backend)
-    async with lease:
-        try:
-            answer = await lease.send(asyncio.get_running_loop(), connect_timeout,
-                                      build_request(b"POST", path, backend.host_header, b"", []),
-                                      lambda: RESET_TIMEOUT_S)
-            raw = await lease.read_whole(RESET_TIMEOUT_S)
-        except BackendError as exc:
-            result["error"] = exc.reason
-            return result
+    try:
+        answer, raw = await request_whole(backend, asyncio.get_running_loop(), connect_timeout, b"POST", path,
+                                          RESET_TIMEOUT_S)
+    except BackendError as exc:
+        result["error"] = exc.reason
+        return result
     result["status"] = answer.status
     result["ok"] = 200 <= answer.status < 300
     if not result["ok"]:

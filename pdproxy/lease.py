@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .backend_pool import Backend
-from .http_client import DONE, BackendError, ClientConnection, Done, open_connection
+from .http_client import DONE, BackendError, ClientConnection, Done, build_request, open_connection
 
 
 class ConnectionLease:
@@ -81,6 +81,17 @@ class ConnectionLease:
         Backend.return_connection)."""
         conn, self.conn = self.conn, None
         self.backend.return_connection(conn)
+
+
+async def request_whole(backend: Backend, loop, connect_timeout: float, method: bytes, path: bytes,
+                        timeout: float) -> tuple[ClientConnection, bytes]:
+    """One request outside the PD flow (/v1/models, the reset fan-out): the answer's head (status, headers) and
+    its whole body, `timeout` for each; BackendError when it fails."""
+    lease = ConnectionLease(backend)
+    async with lease:
+        answer = await lease.send(loop, connect_timeout, build_request(method, path, backend.host_header, b"", []),
+                                  lambda: timeout)
+        return answer, await lease.read_whole(timeout)
 
 
 class BackendLease(ConnectionLease):

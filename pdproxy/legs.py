@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from .backend_pool import Backend, BackendPool
-from .errors import Answer
+from .errors import Answer, gateway_failure
 from .http_client import BackendError, build_post
 from .jsonfast import loads
 from .lease import BackendLease
@@ -51,7 +51,6 @@ class LegRules:
     judge: Callable[..., Awaitable]  # judge(leg, exchange, lease): read and check an answer whose head came
     excludes: Callable[[LegFailure], bool]
     loses_kv: Callable[[LegFailure], bool]
-    timeout_error_type: str  # OpenAI error type of the 504 an exhausted leg ends with
 
 
 class Leg:
@@ -123,9 +122,8 @@ class Leg:
         if self.last is None:
             return Answer(503, self.pool.why_unavailable(), "ServiceUnavailableError", f"no_{self.role}")
         reason, kind = self.last
-        timeout = kind == "timeout"
-        return Answer(504 if timeout else 502, f"no {self.role} instance could serve the request; last error: "
-                      f"{reason}", self.rules.timeout_error_type if timeout else "BadGatewayError",
+        status, err_type = gateway_failure(kind)
+        return Answer(status, f"no {self.role} instance could serve the request; last error: {reason}", err_type,
                       f"{self.role}_{kind}")
 
     def refused(self, ex, b: Backend, conn, raw: bytes):
@@ -173,13 +171,11 @@ async def judge_decode(leg: Leg, ex, lease: BackendLease):
     return conn
 
 
-PREFILL = LegRules("prefill", judge_prefill, excludes=lambda failure: True, loses_kv=lambda failure: False,
-                   timeout_error_type="GatewayTimeoutError")
+PREFILL = LegRules("prefill", judge_prefill, excludes=lambda failure: True, loses_kv=lambda failure: False)
 DECODE = LegRules(
     "decode", judge_decode,
     # a Decode's 5xx is often the Prefill's fault (it died holding the KV): the re-prefill may use any Decode,
     # within the retry budget
     excludes=lambda failure: failure.kind != "5xx",
     loses_kv=lambda failure: failure.kind != "connect",
-    timeout_error_type="GatewayTimeoutError",
 )

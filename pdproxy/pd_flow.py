@@ -8,9 +8,9 @@ import os
 
 from .backend_pool import BackendPool
 from .exchange import Exchange
-from .http_client import BackendError, build_request
+from .http_client import BackendError
 from .jsonfast import loads
-from .lease import ConnectionLease
+from .lease import request_whole
 from .leg_bodies import prompt_text
 from .recompute import Recompute
 
@@ -58,15 +58,12 @@ class PDFlow:
         last = None
         for role in ("decode", "prefill"):
             for b in self.pools[role].available():
-                lease = ConnectionLease(b)
-                async with lease:
-                    try:
-                        answer = await lease.send(self.loop, self.cfg.connect_timeout, build_request(
-                            b"GET", b"/v1/models", b.host_header, b"", []), lambda: MODELS_TIMEOUT_S)
-                        raw = await lease.read_whole(MODELS_TIMEOUT_S)
-                    except BackendError as exc:
-                        last = f"{role} {b.addr}: {exc.reason}"
-                        continue
+                try:
+                    answer, raw = await request_whole(b, self.loop, self.cfg.connect_timeout, b"GET", b"/v1/models",
+                                                      MODELS_TIMEOUT_S)
+                except BackendError as exc:
+                    last = f"{role} {b.addr}: {exc.reason}"
+                    continue
                 if answer.status >= 500:
                     last = f"{role} {b.addr} answered HTTP {answer.status}"
                     continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from .errors import sse_error_event
+from .errors import gateway_failure, sse_error_event
 from .http_client import BackendError
 
 
@@ -43,9 +43,8 @@ class SsePipe:
             d = lease.backend
             ex.flow.pools["decode"].report_failure(d, exc)
             ex.flow.metrics.error("stream_broken")
-            timeout = exc.kind == "timeout"
-            self.out.append(sse_error_event(504 if timeout else 502, f"decode {d.addr} stream broke: {exc.reason}",
-                                            "GatewayTimeoutError" if timeout else "BadGatewayError"))
+            status, err_type = gateway_failure(exc.kind)
+            self.out.append(sse_error_event(status, f"decode {d.addr} stream broke: {exc.reason}", err_type))
             self.client.end_stream(b"".join(self.out))
             return None
         if self.recomputed is None:

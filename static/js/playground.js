@@ -96,8 +96,9 @@ function logRequest(kindName, state) {
   requests.unshift({ rid: m.request_id || "—", kind: kindName, prefill: short(m.prefill), decode: short(m.decode),
                      ttft: ms(f.ttft_ms), itl: ms(f.itl_p50_ms), tokens: `${f.tokens_in ?? "—"} / ${f.tokens_out ?? "—"}`,
                      outcome: state.end === "done" ? "ok" : (f.status || "failed") });
+  if (requests.length > 50) requests.length = 50;
   $("pg-log").hidden = false;
-  $("pg-log-rows").replaceChildren(...requests.slice(0, 50).map((q) => {
+  $("pg-log-rows").replaceChildren(...requests.map((q) => {
     const tr = document.createElement("tr");
     tr.append(...[q.rid, q.kind, q.prefill, q.decode, q.ttft, q.itl, q.tokens, q.outcome].map(cell));
     return tr;
