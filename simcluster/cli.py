@@ -12,7 +12,7 @@ from pathlib import Path
 from simcluster import cluster, nodestate, procs
 from simcluster.spec import load_spec
 
-FAULTS = ("kill-engine", "hang", "corrupt-kv", "ssh-cut", "npu-alarm", "memcached-stop")
+FAULTS = ("kill-engine", "hang", "corrupt-kv", "kv-events-gap", "ssh-cut", "npu-alarm", "memcached-stop")
 
 
 def _engine_pid(ndir: Path, args) -> int:
@@ -53,7 +53,7 @@ def fault(args) -> str:
     if args.kind == "kill-engine":
         os.kill(pid, signal.SIGKILL)
         return f"killed engine {pid} on {args.node}"
-    kind = {"hang": "hang", "corrupt-kv": "corrupt_kv"}[args.kind]
+    kind = {"hang": "hang", "corrupt-kv": "corrupt_kv", "kv-events-gap": "kv_events_gap"}[args.kind]
     nodestate.set_fault(ndir, kind, pid, on)
     return f"{args.kind} {'on' if on else 'off'} for engine {pid} on {args.node}"
 

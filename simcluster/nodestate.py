@@ -4,7 +4,7 @@ Layout:
   node.json             written by `up`: name, address, hardware ("A3" | "910B" | ""), role
   lookup_rpc_port_*     the AscendStoreConnector lookup sockets of the node's engines (engine/lookup.py)
   engines/<pid>.json    written by each engine while it runs: dies, HBM per die, load
-  faults.json           {"npu_alarm": [logic ids], "hang": [pids], "corrupt_kv": [pids]}
+  faults.json           {"npu_alarm": [logic ids], "hang": [pids], "corrupt_kv": [pids], "kv_events_gap": [pids]}
 Files are replaced atomically (write + rename) because npu-smi reads them while engines write.
 """
 

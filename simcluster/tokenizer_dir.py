@@ -12,6 +12,7 @@ until build() runs.
 
 from __future__ import annotations
 
+import json
 import re
 import string
 import sys
@@ -71,16 +72,39 @@ def vocabulary() -> list[str]:
     return [UNK, *sorted(words - {UNK})]
 
 
-def build(dest: Path) -> Path:
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+def token_ids() -> dict[str, int]:
+    """Each known word's id is the engine's own (textgen.tokenize), so a router tokenizing with this directory
+    cuts a prompt into the blocks the engine's KV cache events name (docs/kv-events.md); [UNK] is textgen.VOCAB,
+    an id the engine never gives. Of words whose engine ids collide, the first in sorted order keeps the id (a
+    vocabulary holds an id once) and the others read as [UNK]."""
+    ids: dict[str, int] = {UNK: textgen.VOCAB}
+    taken = set()
+    for word in vocabulary()[1:]:
+        tid = textgen.tokenize(word)[0]
+        if tid not in taken:
+            taken.add(tid)
+            ids[word] = tid
+    return ids
 
-    vocab = {word: i for i, word in enumerate(vocabulary())}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
+
+def build(dest: Path) -> Path:
+    """Written with transformers when it is there (AISBench's venv); else tokenizer.json and tokenizer_config.json
+    with `tokenizers` alone, which is what pdproxy's --tokenizer reads."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel(vocab=token_ids(), unk_token=UNK))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(token_pattern()), behavior="removed", invert=True)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=UNK, chat_template=CHAT_TEMPLATE)
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
+    try:
+        from transformers import PreTrainedTokenizerFast
+    except ImportError:
+        tok.save(str(dest / "tokenizer.json"))
+        (dest / "tokenizer_config.json").write_text(json.dumps({
+            "tokenizer_class": "PreTrainedTokenizerFast", "unk_token": UNK, "chat_template": CHAT_TEMPLATE,
+            "model_max_length": 1 << 20}, indent=1))
+        return dest
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=UNK, chat_template=CHAT_TEMPLATE)
     fast.save_pretrained(str(dest))
     return dest
 

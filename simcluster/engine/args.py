@@ -30,6 +30,16 @@ def _kv_transfer_config(text: str) -> dict:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _kv_events_config(text: str):
+    """vLLM validates --kv-events-config into KVEventsConfig (pydantic); a failure is an argparse error (exit 2)."""
+    from simcluster.engine.kv_events import parse_config
+
+    try:
+        return parse_config(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vllm", description="simcluster engine (speaks vLLM's API)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -52,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     s.add_argument("--kv-transfer-config", type=_kv_transfer_config, default=None)
     s.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True)
+    s.add_argument("--kv-events-config", type=_kv_events_config, default=None)
+    s.add_argument("--num-gpu-blocks-override", type=int, default=None)  # KV capacity in blocks (per DP rank)
     for flag in IGNORED_VALUE_FLAGS:
         s.add_argument(flag, default=None)
     for flag in IGNORED_SWITCHES:

@@ -49,6 +49,9 @@ class EngineConfig:
     lookup_sockets: list[Path] = field(default_factory=list)  # one per DP rank (engine/lookup.py)
     hash_seed: str = ""  # vLLM's NONE_HASH stand-in: PYTHONHASHSEED, or random per process
     enable_prefix_caching: bool = True
+    kv_events: object = None  # KVEventsConfig from --kv-events-config (engine/kv_events.py)
+    num_gpu_blocks: int | None = None  # --num-gpu-blocks-override
+    kv_push_timeout_s: float = 480.0  # MooncakeLayerwiseConnector Decode: how long it waits for the Prefill's push
 
 
 def _bind_host(requested: str | None, node: dict) -> str:
@@ -160,4 +163,8 @@ def build_config(args) -> EngineConfig:
         lookup_sockets=sockets,
         hash_seed=_hash_seed(env, plan.store),
         enable_prefix_caching=args.enable_prefix_caching,
+        kv_events=args.kv_events_config,
+        num_gpu_blocks=args.num_gpu_blocks_override,
+        kv_push_timeout_s=float(env.get("SIMCLUSTER_KV_PUSH_TIMEOUT_S",
+                                        env.get("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "480"))),
     )

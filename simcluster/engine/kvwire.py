@@ -106,17 +106,24 @@ class KVServer:
             await server.wait_closed()
 
 
-async def pull_kv(*, params: dict, local_host: str, api_endpoint: str, expected_size: int, metrics,
-                  kv_scale: int, timeout: float = 30.0) -> bytes:
-    """D side: fetch the KV named by P's kv_transfer_params, verify it, then tell P to free it."""
+async def open_side_channel(params: dict, local_host: str, metrics, direction: str, timeout: float, what: str):
+    """A connection to the peer's KV side channel that kv_transfer_params name: (reader, writer, "host:port")."""
     host, port = params["remote_host"], int(params["remote_port"])
     peer = f"{host}:{port}"
     try:
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(host, port, local_addr=(local_host, 0)), timeout)
     except (TimeoutError, OSError) as exc:
-        metrics.kv_transfers.labels(peer, "recv", "error").inc()
-        raise KVTransferError(f"cannot reach KV side channel {peer}: {exc}") from exc
+        metrics.kv_transfers.labels(peer, direction, "error").inc()
+        raise KVTransferError(f"cannot reach {what} {peer}: {exc}") from exc
+    return reader, writer, peer
+
+
+async def pull_kv(*, params: dict, local_host: str, api_endpoint: str, expected_size: int, metrics,
+                  kv_scale: int, timeout: float = 30.0) -> bytes:
+    """D side: fetch the KV named by P's kv_transfer_params, verify it, then tell P to free it."""
+    reader, writer, peer = await open_side_channel(params, local_host, metrics, "recv", timeout,
+                                                   "KV side channel")
     try:
         rid = params["remote_request_id"]
         writer.write(json.dumps({"op": "pull", "request_id": rid, "block_ids": params.get("remote_block_ids"),

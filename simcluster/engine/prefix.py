@@ -22,6 +22,7 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
 from simcluster.engine import textgen
+from simcluster.profiles import BLOCK_SIZE
 
 log = logging.getLogger("simcluster.engine")
 
@@ -30,6 +31,7 @@ class LocalPrefixCache:
     def __init__(self, capacity_blocks: int):
         self.capacity = max(1, capacity_blocks)
         self.blocks: OrderedDict[str, None] = OrderedDict()
+        self.events = None  # told what is stored, evicted, cleared: a KVEventPublisher (engine/kv_publisher.py)
 
     def match(self, hashes: list[str]) -> int:
         hits = 0
@@ -42,13 +44,31 @@ class LocalPrefixCache:
 
     def clear(self) -> None:
         self.blocks.clear()
+        if self.events is not None:
+            self.events.cleared()
 
-    def insert(self, hashes: list[str]) -> None:
+    def insert(self, hashes: list[str], tokens: list[int] = ()) -> None:
+        if self.events is not None:
+            self._report_new(hashes, tokens)
         for h in hashes:
             self.blocks[h] = None
             self.blocks.move_to_end(h)
         while len(self.blocks) > self.capacity:
-            self.blocks.popitem(last=False)
+            evicted, _ = self.blocks.popitem(last=False)
+            if self.events is not None:
+                self.events.removed(evicted)
+
+    def _report_new(self, hashes: list[str], tokens: list[int]) -> None:
+        """Each run of blocks not yet held, as vLLM's cache_full_blocks reports it: the run's hashes, the hash of
+        the block before it (None for the prompt's first), and the run's tokens."""
+        start = None
+        for i, h in enumerate([*hashes, None]):
+            if h is not None and h not in self.blocks:
+                start = i if start is None else start
+            elif start is not None:
+                self.events.stored(hashes[start:i], hashes[start - 1] if start else None,
+                                   tokens[start * BLOCK_SIZE:i * BLOCK_SIZE])
+                start = None
 
 
 class PoolLoadError(Exception):

@@ -2,8 +2,9 @@
 
 Prefill (kv_producer) + `kv_transfer_params.do_remote_decode`: prefill, hold the KV bytes, answer
 with the params MooncakeConnectorV1 returns. Decode (kv_consumer) + `do_remote_prefill`: pull the
-bytes from remote_host:remote_port, verify, then decode. Without PD params an engine serves the
-request locally, as a plain vLLM would.
+bytes from remote_host:remote_port, verify, then decode. With MooncakeLayerwiseConnector the Decode comes first and
+the Prefill pushes (engine/layerwise.py). Without PD params an engine serves the request locally, as a plain vLLM
+would.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from simcluster import nodestate, profiles
 from simcluster.engine import answers, textgen
 from simcluster.engine.config import ConfigError, EngineConfig
 from simcluster.engine.core import FINISHED, EngineCore, Request
+from simcluster.engine.kv_publisher import PublisherError, publishers_for
 from simcluster.engine.kvwire import HeldKV, KVServer, KVTransferError, pull_kv
+from simcluster.engine.layerwise import CONNECTOR as LAYERWISE
+from simcluster.engine.layerwise import ClientGone, Layerwise, external_request_id
 from simcluster.engine.lookup import LookupSockets
 from simcluster.engine.metrics import FINISH_REASONS, EngineMetrics
 from simcluster.engine.poolconfig import MooncakePool
@@ -42,6 +46,8 @@ class Engine:
         self.api = f"{cfg.host}:{cfg.port}"
         self.pid = os.getpid()
         capacity = cfg.tp * KV_GIB_PER_DIE * (1 << 30) // cfg.profile.kv_bytes_per_token
+        if cfg.num_gpu_blocks:
+            capacity = cfg.num_gpu_blocks * profiles.BLOCK_SIZE
         self.cores = [EngineCore(rank=r, tp=cfg.tp, max_num_seqs=cfg.max_num_seqs, profile=cfg.profile,
                                  metrics=self.m, labels={"model_name": cfg.served_names[0], "engine": str(r)},
                                  capacity_tokens=capacity, is_hung=self._hung) for r in cfg.dp_ranks]
@@ -53,12 +59,14 @@ class Engine:
         self._rr = itertools.count()
         self._block_ids = itertools.count(1)
         self.kv = KVServer(self.api, self.m, profiles.kv_scale(), cfg.abort_timeout_s, corrupt=self._corrupt)
+        self.layerwise = Layerwise(self) if cfg.kv_connector == LAYERWISE else None
         self.block_bytes = profiles.held_bytes(cfg.profile, profiles.BLOCK_SIZE)
         self.pool: KVPool | None = None  # the AscendStoreConnector's pool, from start_connectors()
         self.agent: PoolAgent | None = None
         self.lookups = LookupSockets(cfg.lookup_sockets, self._lookup_answer)
         self._faults: dict = {}
         self._faults_checked = 0.0
+        self.kv_publishers = []  # KV cache events, one per DP rank (engine/kv_publisher.py), from start()
 
     # -- faults (written by `python -m simcluster fault`, read here at most every 0.2 s) --
     def _fault_list(self, kind: str) -> list:
@@ -70,6 +78,9 @@ class Engine:
 
     def _hung(self) -> bool:
         return self.pid in self._fault_list("hang")
+
+    def kv_events_gap(self) -> bool:
+        return self.pid in self._fault_list("kv_events_gap")
 
     def _corrupt(self) -> bool:
         return self.pid in self._fault_list("corrupt_kv")
@@ -113,14 +124,24 @@ class Engine:
         if self.agent is not None:
             await self.agent.close()
         await self.kv.close()
+        for publisher in self.kv_publishers:
+            publisher.close()
+        if self.layerwise is not None:
+            await self.layerwise.close()
 
     async def start(self) -> None:
         for core in self.cores:
             core.start()
-        if self.cfg.kv_connector and self.cfg.kv_role in ("kv_producer", "kv_both"):
+        try:
+            self.kv_publishers = publishers_for(self)
+        except PublisherError as exc:
+            raise ConfigError(str(exc)) from None
+        if self.cfg.kv_connector and self.layerwise is None and self.cfg.kv_role in ("kv_producer", "kv_both"):
             # The real connector binds one side-channel port per die it drives (docs/ascend-pd-launch-facts.md §1.5).
             ports = [self.cfg.kv_port + r * self.cfg.tp + t for r in self.cfg.dp_ranks for t in range(self.cfg.tp)]
             await self.kv.start(self.cfg.host, ports)
+        if self.layerwise is not None:
+            await self.layerwise.start()
         asyncio.get_running_loop().create_task(self._housekeeping())
 
     async def _housekeeping(self) -> None:
@@ -151,8 +172,9 @@ class Engine:
     def _pick_core(self) -> EngineCore:
         return min(self.cores, key=lambda c: (c.load(), next(self._rr) % 997))
 
-    async def generate(self, body: dict, chat: bool, request_id: str):
-        """Returns (Request, core, kv_transfer_params for the response or None)."""
+    async def generate(self, body: dict, chat: bool, request_id: str, gone=lambda: False):
+        """Returns (Request, core, kv_transfer_params for the response or None). `gone()`: the client went away
+        (a layerwise Decode waiting for its KV then aborts: ClientGone)."""
         prompt = textgen.chat_prompt(body.get("messages", [])) if chat else body.get("prompt", "")
         tokens = textgen.tokenize(prompt)
         if len(tokens) >= self.cfg.max_model_len:
@@ -162,6 +184,9 @@ class Engine:
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
         max_tokens = int(max_tokens) if max_tokens else (16 if not chat else self.cfg.max_model_len - len(tokens))
         params = body.get("kv_transfer_params") or {}
+        pushes = bool(params.get("do_remote_decode") and self.layerwise and self.cfg.kv_role != "kv_consumer")
+        if pushes:
+            self.layerwise.check_push_params(params)
         core = self._pick_core()
         labels = core.labels
         n = len(tokens)
@@ -176,8 +201,13 @@ class Engine:
             self.m.external_queries.labels(**labels).inc(n)
             expected = profiles.held_bytes(self.cfg.profile, n)
             try:
-                await pull_kv(params=params, local_host=self.cfg.host, api_endpoint=self.api,
-                              expected_size=expected, metrics=self.m, kv_scale=profiles.kv_scale())
+                if self.layerwise is not None:  # the Decode's own cache hit stays; the Prefill pushes the rest
+                    cached = min(n - need, (n - 1) // profiles.BLOCK_SIZE * profiles.BLOCK_SIZE)
+                    need = await self.layerwise.receive(params, external_request_id(request_id, chat), core, n,
+                                                        cached, gone)
+                else:
+                    await pull_kv(params=params, local_host=self.cfg.host, api_endpoint=self.api,
+                                  expected_size=expected, metrics=self.m, kv_scale=profiles.kv_scale())
                 self.m.external_hits.labels(**labels).inc(need)
                 need = 0
             except KVTransferError as exc:
@@ -205,20 +235,28 @@ class Engine:
             need = max(need, 1)  # vLLM recomputes at least the last prompt token, whatever the caches hold
         req = Request(request_id=request_id, tokens=tokens, max_tokens=max_tokens, need_prefill_tokens=need,
                       load_tokens=loaded * profiles.BLOCK_SIZE, script=self._script(body, chat))
-        req.on_prefilled.append(lambda: self._after_prefill(core, hashes, skip=local + loaded))
+        req.on_prefilled.append(lambda: self._after_prefill(core, hashes, skip=local + loaded, tokens=tokens))
         core.submit(req)
         out_params = None
-        if params.get("do_remote_decode") and self.cfg.kv_connector and self.cfg.kv_role in ("kv_producer",
-                                                                                            "kv_both"):
+        if pushes:  # MooncakeLayerwiseConnector keeps nothing for the Decode: request_finished returns no params
+            req.on_prefilled.append(self.layerwise.push_when_prefilled(external_request_id(request_id, chat), params,
+                                                                        req, core))
+        elif params.get("do_remote_decode") and self.cfg.kv_connector and self.cfg.kv_role in ("kv_producer",
+                                                                                              "kv_both"):
             out_params = self._hold_kv(request_id, req, core, hashes)
         return req, core, out_params
 
-    def _after_prefill(self, core: EngineCore, hashes: list[str], skip: int) -> None:
+    def _after_prefill(self, core: EngineCore, hashes: list[str], skip: int, tokens: list[int] = ()) -> None:
         """The prompt's blocks now sit in this core's cache; the pool gets those it lacks, in the background."""
         if core.prefix:
-            core.prefix.insert(hashes)
+            core.prefix.insert(hashes, tokens)
         if self.pool is not None and self.pool.puts:
             self.pool.backup(hashes[skip:])
+
+    async def pushed(self, request_id: str) -> None:
+        """A layerwise Prefill answers once its push is over (no-op otherwise)."""
+        if self.layerwise is not None:
+            await self.layerwise.pushed(request_id)
 
     def _failed(self, core: EngineCore) -> None:
         self.m.success.labels(**core.labels, finished_reason="error").inc()
@@ -249,6 +287,11 @@ class Engine:
             "last_token_id": req.token(0)[0], "remote_multi_nodes_meta_mapping": None,
             "num_prompt_blocks": nblocks, "remote_block_size": profiles.BLOCK_SIZE,
         }
+
+
+def _gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 def _error(message: str, kind: str = "BadRequestError") -> dict:
@@ -292,7 +335,10 @@ def build_app(engine: Engine) -> web.Application:
         if model not in cfg.served_names:
             return web.json_response(_error(f"The model `{model}` does not exist.", "NotFoundError"), status=404)
         rid = ("chatcmpl-" if chat else "cmpl-") + (request.headers.get("X-Request-Id") or uuid.uuid4().hex)
-        req, core, out_params = await engine.generate(body, chat, rid)
+        try:
+            req, core, out_params = await engine.generate(body, chat, rid, gone=lambda: _gone(request))
+        except ClientGone:
+            return web.Response(status=499)  # nobody reads it
         if body.get("stream"):
             return await _stream(request, engine, core, req, body, chat, model, out_params)
         text, finish = [], None
@@ -303,6 +349,7 @@ def build_app(engine: Engine) -> web.Application:
         except asyncio.CancelledError:  # the client went away
             core.abort(req)
             raise
+        await engine.pushed(external_request_id(rid, chat))
         prompt_n, gen_n = len(req.tokens), req.generated
         choice = ({"index": 0, "message": {"role": "assistant", "content": "".join(text)},
                    "finish_reason": finish, "stop_reason": None} if chat else
@@ -348,6 +395,7 @@ async def _stream(request, engine, core, req, body, chat, model, out_params):
                                     "stop_reason": None})
             extra = {"kv_transfer_params": out_params} if finish and out_params else {}
             await resp.write(chunk([choice], **extra))
+        await engine.pushed(external_request_id(req.request_id, chat))
         if (body.get("stream_options") or {}).get("include_usage"):
             n, g = len(req.tokens), req.generated
             await resp.write(chunk([], usage={"prompt_tokens": n, "completion_tokens": g, "total_tokens": n + g}))
