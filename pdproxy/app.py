@@ -12,11 +12,13 @@ from .balancer import Sticky, make_balancer
 from .cache_aware import CacheAware
 from .config import Config
 from .health import HealthChecker
+from .kv_index import exact_view
 from .limits import RateLimiter
 from .metrics import Metrics
 from .pd_flow import PDFlow
 
 GENERATE = ("/v1/completions", "/v1/chat/completions")
+METRICS_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 REFUSAL_CAUSES = {400: "bad_request", 413: "too_large", 414: "url_too_long", 431: "headers_too_large"}
 
 
@@ -29,13 +31,13 @@ class ProxyApp:
             for a in addrs:
                 pool.add(a, state=initial_state)
         self.balancers = {}
-        cache_aware = {}  # role -> its CacheAware policy, for /metrics
+        self.cache_aware = cache_aware = {}  # role -> its CacheAware policy, for /metrics
         for role, pool in self.pools.items():
             policy = cfg.role_policy(role)
             if policy == "cache_aware":
                 inner = cache_aware[role] = CacheAware(
                     pool, cache_threshold=cfg.cache_threshold, balance_abs=cfg.balance_abs_threshold,
-                    balance_rel=cfg.balance_rel_threshold, cache_chars=cfg.cache_chars)
+                    balance_rel=cfg.balance_rel_threshold, cache_chars=cfg.cache_chars, exact=exact_view(cfg))
             else:
                 inner = make_balancer(policy, pool, cfg.hash_load_factor)
             self.balancers[role] = Sticky(inner, cfg.sticky_ttl) if cfg.sticky_header else inner
@@ -46,6 +48,7 @@ class ProxyApp:
         self.flow = PDFlow(cfg, self.pools, self.balancers, self.metrics)
         self.admin = Admin(cfg.admin_token, self.pools, self.health, cfg.connect_timeout)
         self.admin_on_main = cfg.admin_listener is None  # else /admin/ is served only on that listener
+        self.link = None  # in a worker of --workers N: its WorkerLink (worker_link.py), which the supervisor answers
         self._client_header = cfg.client_key[7:].lower() if cfg.client_key.startswith("header:") else None
 
     async def handle(self, req, conn):
@@ -65,19 +68,30 @@ class ProxyApp:
         if path == "/v1/models":
             await self.flow.models(req, conn)
             return
+        if path == "/v1/metaserver":  # the Decodes' calls in the layerwise flow
+            await self.flow.metaserver(req, conn)
+            return
         if path in ("/health", "/healthcheck"):
             self.health_answer(conn, path)
             return
         if path == "/metrics":
-            conn.send_response(200, self.metrics.render(), b"text/plain; version=0.0.4; charset=utf-8")
+            if self.link is not None:
+                await self.link.forward_metrics(conn)
+                return
+            conn.send_response(200, self.metrics.render(), METRICS_TYPE)
             return
         if path.startswith("/admin/") and self.admin_on_main:
-            await self.admin.handle(req, conn)
+            await (self.admin.handle(req, conn) if self.link is None else self.link.forward_admin(req, conn))
             return
         if path == "/reset_prefix_cache":  # the example proxy's unauthenticated fan-out
             conn.send_error(404, "use POST /admin/reset_prefix_cache (admin API, bearer token)", "NotFoundError")
             return
         conn.send_error(404, f"no route for {req.method} {path}", "NotFoundError")
+
+    def listening(self, port: int):
+        """The main listener is up on `port`: the layerwise flow's metaserver URL names it."""
+        if self.flow.layerwise is not None:
+            self.flow.layerwise.listening(port)
 
     def refused(self, status: int):
         """The HTTP server refused a request before it was routed (malformed, or over a RequestCaps cap)."""

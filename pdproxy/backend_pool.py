@@ -80,6 +80,7 @@ class BackendPool:
         self.version = 0
         self._available: list[Backend] = []
         self._on_change = on_change
+        self.reporter = None  # a worker's link to the supervisor (worker_link.py): told every passive verdict
 
     def _changed(self):
         self.version += 1
@@ -136,6 +137,8 @@ class BackendPool:
         instance: the active health check does that (README, "Ejection"). In PD a Decode's failure is often a
         dead Prefill's fault, and an empty role turns a partial outage into 503s until the next probe."""
         b.failures += 1
+        if self.reporter is not None:
+            self.reporter.failure(self.role, b.addr, err.reason if err is not None else None, status)
         if err is not None:
             b.last_error = err.reason
             reason = err.reason
@@ -149,7 +152,10 @@ class BackendPool:
             self.set_state(b, EJECTED, reason)
 
     def report_success(self, b: Backend):
-        b.fail_5xx = 0
+        if b.fail_5xx:
+            b.fail_5xx = 0
+            if self.reporter is not None:
+                self.reporter.success(self.role, b.addr)
 
     # active health
     def report_probe(self, b: Backend, failure: str | None):
@@ -163,6 +169,29 @@ class BackendPool:
         b.last_error = failure
         if b.state == HEALTHY:
             self.set_state(b, EJECTED, failure)
+
+    # one truth across worker processes (supervisor.py): the supervisor's pools are copied into every worker's
+    def state_entries(self) -> list[list]:
+        return [[b.addr, b.weight, b.state, b.fail_5xx, b.last_error] for b in self.backends]
+
+    def mirror(self, entries: list[list]) -> None:
+        """Become what the supervisor's pool of this role is: members, order, weights, states, 5xx streaks."""
+        known = {b.addr: b for b in self.backends}
+        members = []
+        for addr, weight, state, fail_5xx, last_error in entries:
+            b = known.pop(addr, None) or Backend(self.role, addr, weight, state)
+            if b.state != state:
+                b.state = state
+                b.state_since = time.monotonic()
+                if state == EJECTED:
+                    b.close_idle()
+            b.weight, b.fail_5xx, b.last_error = weight, fail_5xx, last_error
+            members.append(b)
+        for gone in known.values():
+            gone.removed = True
+            gone.close_idle()
+        self.backends = members
+        self._changed()
 
     def why_unavailable(self) -> str:
         if not self.backends:

@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from .config import POLICIES, Config, ConfigError, load_yaml
+from .config import PD_FLOWS, POLICIES, Config, ConfigError, load_yaml
 
 log = logging.getLogger("pdproxy")
 
@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--retry-delay", type=float, help="accepted; retries here go to another instance at once")
     ex.add_argument("--max-waiting-retries", type=int, help="accepted, unused")
     ex.add_argument("--waiting-retry-interval", type=float, help="accepted, unused")
-    ex.add_argument("--workers", type=int, help="accepted; one process serves (run more behind a balancer)")
+    ex.add_argument("--workers", type=_workers, help="serving processes, one port (default 1; 'auto' = this host's "
+                    "cores): one proxy to clients and the admin API (supervisor.py)")
     b = p.add_argument_group("balancing")
     b.add_argument("--policy", choices=POLICIES)
     b.add_argument("--prefill-policy", choices=POLICIES)
@@ -44,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--balance-rel-threshold", type=float, help="cache_aware: and max > min x this (default 1.5)")
     b.add_argument("--cache-chars", type=int, help="cache_aware: prompt characters remembered per instance "
                    "(default 4 Mi)")
+    b.add_argument("--kv-events", nargs="+", action="extend", metavar="SPEC", help="cache_aware: subscribe to the "
+                   "engines' KV cache events (vLLM --kv-events-config): HOST:PORT=tcp://H:P[|tcp://H:REPLAY][,...] "
+                   "per instance (one endpoint per DP rank), or a template like tcp://{host}:5557 for the others")
+    b.add_argument("--kv-events-topic", help="cache_aware: the publishers' topic (default: every topic)")
+    b.add_argument("--tokenizer", metavar="DIR", help="cache_aware with --kv-events: the model's tokenizer "
+                   "directory (tokenizer.json, tokenizer_config.json)")
     b.add_argument("--sticky-header", help="header naming a session, e.g. X-Session-Id")
     b.add_argument("--sticky-ttl", type=float)
     h = p.add_argument_group("health, retries, timeouts")
@@ -76,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--backend-api-key", help="sent as Authorization: Bearer when the client sends none "
                    "(default: $OPENAI_API_KEY)")
     o.add_argument("--no-recompute", action="store_true", help="do not continue answers Decode recomputed")
+    o.add_argument("--pd-flow", choices=PD_FLOWS, help="pull (MooncakeConnectorV1: Prefill, then Decode; default) or "
+                   "layerwise (MooncakeLayerwiseConnector: Decode first, which calls back POST /v1/metaserver)")
+    o.add_argument("--advertise-host", help="layerwise: the address the Decodes call back "
+                   "(http://ADDRESS:PORT/v1/metaserver; default --host, which then must not be a wildcard)")
     o.add_argument("--max-recomputes", type=int)
     o.add_argument("--log-level")
     return p
@@ -99,7 +110,7 @@ def config_from_args(argv=None) -> Config:
     if args.config:
         values.update(load_yaml(args.config))
     skip = {"config", "prefiller_hosts", "prefiller_ports", "decoder_hosts", "decoder_ports", "retry_delay",
-            "max_waiting_retries", "waiting_retry_interval", "workers", "admin_token_file", "no_recompute",
+            "max_waiting_retries", "waiting_retry_interval", "admin_token_file", "no_recompute",
             "prefill", "decode"}
     for name, value in vars(args).items():
         if name not in skip and value is not None:
@@ -115,9 +126,16 @@ def config_from_args(argv=None) -> Config:
             values["admin_token"] = fh.read().strip()
     if args.no_recompute:
         values["recompute"] = False
-    if args.workers and args.workers > 1:
-        log.warning("--workers %d: pdproxy serves from one process; ignoring", args.workers)
     return Config(**values).validate()
+
+
+def _workers(text: str):
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number or 'auto': {text!r}") from None
 
 
 async def run(cfg: Config, ready=None) -> None:
@@ -127,59 +145,113 @@ async def run(cfg: Config, ready=None) -> None:
     app = ProxyApp(cfg)
     await app.health.check_all()  # take traffic at once on instances that are already up
     caps = cfg.request_caps()
-    server = await _listen(app, cfg.host, cfg.port, caps, "--host/--port")
+    server = await listen(app, cfg.host, cfg.port, caps, "--host/--port")
     servers = [server]
     if cfg.admin_listener is not None:
-        admin_server = await _listen(AdminListener(app.admin, app.refused), *cfg.admin_listener, caps,
-                                     "--admin-host/--admin-port")
+        admin_server = await listen(AdminListener(app.admin, app.refused), *cfg.admin_listener, caps,
+                                    "--admin-host/--admin-port")
         servers.append(admin_server)
         admin_host, admin_port = admin_server.sockets[0].getsockname()[:2]
         print(f"pdproxy admin listening on http://{admin_host}:{admin_port}", flush=True)
     host, port = server.sockets[0].getsockname()[:2]
+    app.listening(port)
     app.health.start()
+    stop = stop_on_signals()
     print(f"pdproxy listening on http://{host}:{port}", flush=True)
     if ready is not None:
         ready(app, port)
-    stop = asyncio.Event()
+    await stop.wait()
+    for s in servers:
+        s.close()
+    app.health.stop()
+    await drain(app)
+
+
+async def run_worker(cfg: Config, spec: str) -> None:
+    """One worker of --workers N (supervisor.py): serves the port beside the others once it has the pools."""
+    import os
+    import socket
+
+    from .app import ProxyApp
+    from .control import Channel
+    from .shared_limits import SharedRateLimiter
+    from .worker_link import WorkerLink
+
+    index, control_fd, limits_fd = (int(x) for x in spec.split(":"))
+    app = ProxyApp(cfg)
+    if limits_fd >= 0:
+        app.limiter = SharedRateLimiter(limits_fd, cfg.rate_limit, cfg.rate_burst, cfg.client_rate_limit,
+                                        cfg.client_rate_burst)
+    link = app.link = app.flow.link = WorkerLink(app, await Channel.open(socket.socket(fileno=control_fd)), index)
+    stop = stop_on_signals()
+    asyncio.get_running_loop().create_task(link.serve(stop))
+    await asyncio.wait_for(link.has_state.wait(), 30)
+    server = await listen(app, cfg.host, cfg.port, cfg.request_caps(), "--host/--port", reuse_port=True)
+    app.listening(cfg.port)
+    link.channel.send({"op": "ready", "pid": os.getpid()})
+    await stop.wait()
+    server.close()
+    await drain(app)
+
+
+def stop_on_signals(stop: asyncio.Event | None = None) -> asyncio.Event:
+    """An event SIGTERM and SIGINT set; taken before the listening line is printed, so a stop sent on seeing it
+    is a graceful one."""
+    stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
             pass
-    await stop.wait()
-    for s in servers:
-        s.close()
-    app.health.stop()
-    # let requests in flight finish, within reason
+    return stop
+
+
+async def drain(app) -> None:
+    """Let requests in flight finish, within reason (10 s)."""
     for _ in range(100):
         if not any(b.inflight for pool in app.pools.values() for b in pool.backends):
             break
         await asyncio.sleep(0.1)
 
 
-async def _listen(app, host: str, port: int, caps, flags: str):
+async def listen(app, host: str, port: int, caps, flags: str, reuse_port: bool = False):
     from .http_server import serve
 
     try:
-        return await serve(app, host, port, caps)
+        return await serve(app, host, port, caps, reuse_port=reuse_port)
     except OSError as exc:
         raise ConfigError(f"{flags}: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def main(argv=None) -> int:
+    import os
+
+    from .supervisor import WORKER_ENV, Supervisor
+
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         cfg = config_from_args(argv)
     except (ConfigError, OSError) as exc:
         print(f"pdproxy: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    worker = os.environ.get(WORKER_ENV)
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    if cfg.workers > 1 or worker:
+        fmt = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
+    logging.basicConfig(level=cfg.log_level.upper(), format=fmt)
+    if worker:
+        serving = run_worker(cfg, worker)
+    elif cfg.workers > 1:
+        serving = Supervisor(cfg, argv).run()
+    else:
+        serving = run(cfg)
     try:
         import uvloop
     except ImportError:
         uvloop = None
     try:
-        (uvloop.run if uvloop is not None else asyncio.run)(run(cfg))
+        (uvloop.run if uvloop is not None else asyncio.run)(serving)
     except ConfigError as exc:  # a listener that cannot be opened
         print(f"pdproxy: {exc}", file=sys.stderr)
         return 2

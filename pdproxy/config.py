@@ -14,6 +14,8 @@ from .limits import RequestCaps
 
 POLICIES = ("round_robin", "least_conn", "consistent_hash", "cache_aware")
 HASH_KEYS = ("request_id", "user", "client_ip", "prefix")
+PD_FLOWS = ("pull", "layerwise")  # MooncakeConnectorV1 (exchange.py), MooncakeLayerwiseConnector (layerwise.py)
+WILDCARDS = ("", "0.0.0.0", "::", "0:0:0:0:0:0:0:0")
 
 
 class ConfigError(ValueError):
@@ -53,6 +55,9 @@ class Config:
     balance_abs_threshold: int = 64
     balance_rel_threshold: float = 1.5
     cache_chars: int = 1 << 22  # routed prompt characters remembered per instance
+    kv_events: list[str] = field(default_factory=list)  # cache_aware's exact view: engines' KV events (kv_index.py)
+    kv_events_topic: str = ""
+    tokenizer: str | None = None  # the model's tokenizer dir (prompt_tokens.py), needed by kv_events
     sticky_header: str | None = None  # e.g. "x-session-id": same value -> same instances while healthy
     sticky_ttl: float = 600.0
     # health
@@ -83,7 +88,10 @@ class Config:
     backend_api_key: str | None = None
     recompute: bool = True
     max_recomputes: int = 3
+    pd_flow: str = "pull"
+    advertise_host: str | None = None  # layerwise: the address in the metaserver URL the Decodes call back
     log_level: str = "INFO"
+    workers: int = 1  # serving processes (supervisor.py); "auto": auto_workers()
 
     def validate(self) -> Config:
         if not self.prefill or not self.decode:
@@ -108,6 +116,7 @@ class Config:
             raise ConfigError("balance_rel_threshold must be >= 1.0")
         if self.cache_chars < 64:
             raise ConfigError("cache_chars must be >= 64 (one chunk)")
+        self._validate_kv_events()
         for name in ("connect_timeout", "first_byte_timeout", "total_timeout", "health_interval",
                      "health_timeout"):
             if getattr(self, name) <= 0:
@@ -116,9 +125,31 @@ class Config:
             raise ConfigError("max_retries must be >= 0 and max_body_bytes > 0")
         self._validate_caps()
         self._validate_listeners()
+        self._validate_pd_flow()
+        self._validate_workers()
         if self.sticky_header:
             self.sticky_header = self.sticky_header.lower()
         return self
+
+    def _validate_kv_events(self):
+        from .kv_index import parse_specs
+
+        if isinstance(self.kv_events, dict):  # YAML: {HOST:PORT: ENDPOINTS}
+            self.kv_events = [f"{addr}={eps}" for addr, eps in self.kv_events.items()]
+        elif isinstance(self.kv_events, str):
+            self.kv_events = [self.kv_events]
+        if not self.kv_events:
+            return
+        try:
+            parse_specs([str(s) for s in self.kv_events])
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if not self.tokenizer or not os.path.isfile(os.path.join(self.tokenizer, "tokenizer.json")):
+            raise ConfigError(f"kv_events needs tokenizer: a directory with the model's tokenizer.json, to cut "
+                              f"prompts into the engines' token blocks (got {self.tokenizer!r})")
+        if "cache_aware" not in (self.policy, self.prefill_policy, self.decode_policy):
+            raise ConfigError("kv_events is read by the cache_aware policy only: set policy or prefill_policy to "
+                              "cache_aware")
 
     def _validate_caps(self):
         for name in ("max_url_bytes", "max_header_count", "max_header_bytes", "max_header_line_bytes"):
@@ -146,6 +177,24 @@ class Config:
                 raise ConfigError(f"{name}: refusing to bind a wildcard address ({value!r}); set "
                                   "PDPROXY_ALLOW_WILDCARD=1 to allow it")
 
+    def _validate_workers(self):
+        if self.workers == "auto":
+            self.workers = auto_workers()
+        if not isinstance(self.workers, int) or isinstance(self.workers, bool) or not 1 <= self.workers <= 256:
+            raise ConfigError(f"workers must be a whole number from 1 to 256 or 'auto', not {self.workers!r}")
+
+    def _validate_pd_flow(self):
+        if self.pd_flow not in PD_FLOWS:
+            raise ConfigError(f"pd_flow: {self.pd_flow!r} is not one of {', '.join(PD_FLOWS)}")
+        if self.advertise_host is not None and self.advertise_host.strip("[]") in WILDCARDS:
+            raise ConfigError(f"advertise_host: {self.advertise_host!r} is a wildcard; give an address the Decodes "
+                              "can reach")
+        if self.pd_flow != "layerwise":
+            return
+        if self.advertise_host is None and self.host in WILDCARDS:
+            raise ConfigError(f"pd_flow layerwise: the Decodes call back http://HOST:PORT/v1/metaserver and host "
+                              f"{self.host!r} is a wildcard; give --advertise-host an address they can reach")
+
     @property
     def admin_listener(self) -> tuple[str, int] | None:
         """(host, port) of the admin API's own listener, or None when it is served on the main one."""
@@ -157,6 +206,23 @@ class Config:
 
     def role_policy(self, role: str) -> str:
         return (self.prefill_policy if role == "prefill" else self.decode_policy) or self.policy
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and taskset narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+AUTO_WORKERS_MAX = 8
+
+
+def auto_workers() -> int:
+    """--workers auto: a quarter of the cores we may use (the proxy host usually runs engines too), 1 to 8; one
+    worker serves about 10,000 short requests a second (bench/proxy/workers.py)."""
+    return min(AUTO_WORKERS_MAX, max(1, available_cores() // 4))
 
 
 FIELD_NAMES = {f.name for f in dataclasses.fields(Config)}

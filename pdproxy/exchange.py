@@ -14,7 +14,7 @@ import time
 
 from .errors import Answer, gateway_failure
 from .http_client import BackendError
-from .leg_bodies import decode_body, prefill_body, prompt_text
+from .leg_bodies import decode_body, prefill_body
 from .legs import DECODE, PREFILL, Leg, NeedPrefill
 from .sse_pipe import SsePipe
 
@@ -42,7 +42,7 @@ class Exchange:
         self.hkey = flow.hash_key(req, body)
         self.load = 1.0 + len(req.body) / 4096.0  # least_conn's weight of this request: ~ prompt tokens
         self.deadline = req.t0 + cfg.total_timeout
-        prompt = prompt_text(body) if flow.prompt_roles else None  # cache_aware routes by the prompt itself
+        prompt = body if flow.prompt_roles else None  # cache_aware routes by the prompt itself (its text, its tokens)
         self.prefill_leg = Leg(flow.pools["prefill"], flow.balancers["prefill"], PREFILL,
                                prompt if "prefill" in flow.prompt_roles else self.hkey)
         self.decode_leg = Leg(flow.pools["decode"], flow.balancers["decode"], DECODE,

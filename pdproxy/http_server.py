@@ -224,8 +224,8 @@ class ServerConnection(RequestReader, ResponseWriter, asyncio.Protocol):
 
 
 
-async def serve(app, host: str, port: int, caps: RequestCaps, backlog: int = 2048):
+async def serve(app, host: str, port: int, caps: RequestCaps, backlog: int = 2048, reuse_port: bool = False):
     """Listen for `app`: an object with `async handle(request, connection)` and `refused(status)`."""
     loop = asyncio.get_running_loop()
     return await loop.create_server(lambda: ServerConnection(app, caps), host, port,
-                                    backlog=backlog, reuse_address=True)
+                                    backlog=backlog, reuse_address=True, reuse_port=reuse_port or None)

@@ -9,10 +9,11 @@ PREFILL_KV = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engi
               "remote_block_ids": None, "remote_host": None, "remote_port": None}
 
 
-def prefill_body(body: dict, fast: bool = False) -> bytes:
-    """`fast`: body came from orjson (see jsonfast.dumps)."""
+def prefill_body(body: dict, fast: bool = False, kv: dict = PREFILL_KV) -> bytes:
+    """`fast`: body came from orjson (see jsonfast.dumps). `kv`: the pull flow's PREFILL_KV, or in the layerwise
+    flow the Decode's own kv_transfer_params (layerwise.py)."""
     pb = dict(body)
-    pb["kv_transfer_params"] = PREFILL_KV
+    pb["kv_transfer_params"] = kv
     pb["stream"] = False
     pb["max_tokens"] = 1
     pb["min_tokens"] = 1

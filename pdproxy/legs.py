@@ -59,9 +59,9 @@ class Leg:
 
     __slots__ = ("rules", "role", "pool", "balancer", "key", "tried", "attempts", "last", "kv_from")
 
-    def __init__(self, pool: BackendPool, balancer, rules: LegRules, key: str | None = None):
+    def __init__(self, pool: BackendPool, balancer, rules: LegRules, key: str | dict | None = None):
         self.rules = rules
-        self.key = key  # what the balancer is handed: the hash key, or the prompt for cache_aware
+        self.key = key  # what the balancer is handed: the hash key, or the request body for cache_aware
         self.role = rules.role
         self.pool = pool
         self.balancer = balancer
@@ -157,17 +157,23 @@ async def judge_prefill(leg: Leg, ex, lease: BackendLease) -> tuple[Backend, dic
     return b, kv, tokens if isinstance(tokens, int) else 0
 
 
-async def judge_decode(leg: Leg, ex, lease: BackendLease):
+async def judge_decode_head(leg: Leg, ex, lease: BackendLease):
     """Only the head is read; judged: the open connection, its body still to come (see Leg.serve's `use`)."""
-    b, conn = lease.backend, lease.conn
+    conn = lease.conn
     if conn.status >= 400:
         try:
             raw = await lease.read_whole(min(5.0, ex.remaining()))
         except BackendError:
             raw = b""
-        leg.refused(ex, b, conn, raw)
+        leg.refused(ex, lease.backend, conn, raw)
+    return conn
+
+
+async def judge_decode(leg: Leg, ex, lease: BackendLease):
+    """judge_decode_head, and the KV hand-over counted on its Prefill -> Decode edge."""
+    conn = await judge_decode_head(leg, ex, lease)
     p, prompt_tokens = leg.kv_from
-    ex.flow.metrics.edge(p.addr, b.addr, prompt_tokens)
+    ex.flow.metrics.edge(p.addr, lease.backend.addr, prompt_tokens)
     return conn
 
 

@@ -56,13 +56,19 @@ class _CacheAwareCollector:
                                     "loaded, load out of balance)", labels=["role", "reason"])
         held = GaugeMetricFamily("pdproxy_cache_aware_held_chars", "Routed prompt characters cache_aware "
                                  "remembers per instance", labels=["role", "backend"])
+        kv_blocks = GaugeMetricFamily("pdproxy_cache_aware_kv_blocks", "Blocks an instance's KV cache events say "
+                                      "its prefix cache holds (instances whose publisher is connected)",
+                                      labels=["role", "backend"])
         for role, policy in policies.items():
             for reason, n in policy.routed.items():
                 picks.add_metric([role, reason], n)
             for addr, chars in policy.held_chars().items():
                 held.add_metric([role, addr], chars)
+            for addr, blocks in policy.kv_blocks().items():
+                kv_blocks.add_metric([role, addr], blocks)
         yield picks
         yield held
+        yield kv_blocks
 
 
 class _CounterChild:
@@ -175,12 +181,37 @@ class Metrics:
                                                ["prefill", "decode"])
         self.recomputes = LocalCounter("pdproxy_recomputes", "Decode ended with stop_reason=recomputed; re-run")
         self.rate_limited = LocalCounter("pdproxy_rate_limited", "Requests refused with 429", ["scope"])
+        self.metaserver_calls = LocalCounter("pdproxy_metaserver_calls", "Layerwise flow: Decodes' metaserver calls "
+                                             "by where their request was: this worker, another worker (--workers "
+                                             "N), none", ["found"])
         # exposition order: as declared (what prometheus_client's own Counter/Histogram objects gave)
-        r.register(_LocalCollector([self.requests, self.errors, self.ttft, self.duration, self.prefill_duration,
-                                    self.backend_requests, self.retries, self.edge_requests,
-                                    self.edge_prompt_tokens, self.recomputes, self.rate_limited]))
+        self.local = [self.requests, self.errors, self.ttft, self.duration, self.prefill_duration,
+                      self.backend_requests, self.retries, self.edge_requests, self.edge_prompt_tokens,
+                      self.recomputes, self.rate_limited, self.metaserver_calls]
+        r.register(_LocalCollector(self.local))
         r.register(_BackendCollector(pools))
         r.register(_CacheAwareCollector(cache_aware))
+
+    # workers (supervisor.py): each worker's counts travel as a snapshot; the supervisor sums them into one
+    def snapshot(self) -> dict:
+        out = {}
+        for m in self.local:
+            if isinstance(m, LocalHistogram):
+                out[m.name] = [[list(k), c.counts, c.sum] for k, c in m.children.items()]
+            else:
+                out[m.name] = [[list(k), c.value] for k, c in m.children.items()]
+        return out
+
+    def absorb(self, snapshot: dict) -> None:
+        for m in self.local:
+            for row in snapshot.get(m.name, ()):
+                child = m.labels(*row[0])
+                if isinstance(m, LocalHistogram):
+                    if len(row[1]) == len(child.counts):
+                        child.counts = [a + b for a, b in zip(child.counts, row[1], strict=True)]
+                        child.sum += row[2]
+                else:
+                    child.value += row[1]
 
     # The hot path's calls: each adds to a label child the family caches, keyed by the label values. The
     # per-request ones look the child up themselves (labels() only makes a missing one): a Python call less

@@ -1,5 +1,6 @@
-"""The PD flow's shared parts (pools, balancers, metrics, recompute) and its two client endpoints: the
-generate endpoints, each request an Exchange (exchange.py), and /v1/models."""
+"""The PD flow's shared parts (pools, balancers, metrics, recompute) and its client endpoints: the generate
+endpoints, each request an Exchange (exchange.py; a LayerwiseExchange under --pd-flow layerwise), /v1/models, and
+the layerwise flow's /v1/metaserver (layerwise.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from .backend_pool import BackendPool
 from .exchange import Exchange
 from .http_client import BackendError
 from .jsonfast import loads
+from .layerwise import LayerwiseExchange, Metaserver
 from .lease import request_whole
 from .leg_bodies import prompt_text
 from .recompute import Recompute
@@ -28,6 +30,9 @@ class PDFlow:
         self.backend_auth = f"Bearer {key}".encode() if key else None
         self.recompute = Recompute(self)
         self.prompt_roles = frozenset(role for role, b in balancers.items() if getattr(b, "uses_prompt", False))
+        self.link = None  # a worker's WorkerLink with --workers N: metaserver calls for another worker's requests
+        self.layerwise = Metaserver(self) if cfg.pd_flow == "layerwise" else None
+        self.exchange = LayerwiseExchange if self.layerwise else Exchange
 
     def hash_key(self, req, body: dict) -> str | None:
         k = self.cfg.hash_key
@@ -51,7 +56,15 @@ class PDFlow:
             self.metrics.error("bad_request")
             conn.send_error(400, "the request body must be a JSON object", "BadRequestError")
             return
-        await Exchange(self, req, conn, endpoint, body, fast).run()
+        await self.exchange(self, req, conn, endpoint, body, fast).run()
+
+    async def metaserver(self, req, conn):
+        """The Decodes' calls of the layerwise flow (layerwise.py)."""
+        if self.layerwise is None:
+            conn.send_error(404, "/v1/metaserver serves the layerwise flow; this proxy runs --pd-flow pull",
+                            "NotFoundError")
+            return
+        await self.layerwise.handle(req, conn)
 
     async def models(self, req, conn):
         """Forwarded to the first healthy instance that answers (Decode first, then Prefill)."""

@@ -12,28 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import PY, ROOT, cpu_plan, cpu_seconds, load, spawn  # noqa: E402
-
-
-def start_proxy(checkout: Path, p_addr: str, d_addr: str, cpus):
-    argv = [PY, "-m", "pdproxy", "--host", "127.0.0.1", "--port", "0", "--prefill", p_addr, "--decode", d_addr,
-            "--log-level", "WARNING"]
-    proc, line = spawn(argv, "pdproxy listening", cpus, cwd=checkout)  # `-m` imports the checkout it starts in
-    return proc, line.rsplit("//", 1)[1]
-
-
-def burst(proxy, addr, stream, c, seconds, backends, cpus) -> dict:
-    cpu0 = cpu_seconds(proxy.pid)
-    out = load("proxy", c, stream, seconds, {**backends, "proxy": addr}, cpus)
-    out["cpu_ms"] = (cpu_seconds(proxy.pid) - cpu0) / out["all_requests"] * 1e3
-    return out
+from run import ROOT, burst, cpu_plan, fake_backends, kill_all, start_proxy  # noqa: E402
 
 
 def main():
@@ -47,14 +32,10 @@ def main():
     base = Path(args.base).resolve()
     procs = []
     try:
-        fake = str(ROOT / "tests/pdproxy/fake_backend.py")
-        p, line = spawn([PY, fake, "--name", "p", "--no-record"], "PORT", rest_cpus)
-        d, dline = spawn([PY, fake, "--name", "d", "--no-record", "--chunks", "16"], "PORT", rest_cpus)
-        procs += [p, d]
-        backends = {"prefill": f"127.0.0.1:{line.split()[1]}", "decode": f"127.0.0.1:{dline.split()[1]}"}
+        backends = fake_backends(rest_cpus, procs)
         sides = {}
         for name, checkout in (("base", base), ("this", ROOT)):
-            proc, addr = start_proxy(checkout, backends["prefill"], backends["decode"], proxy_cpus)
+            proc, addr = start_proxy(backends, proxy_cpus, cwd=checkout)
             procs.append(proc)
             sides[name] = (proc, addr)
         print(f"# {plan}; both proxies on the proxy CPU; {args.rounds} x ABBA bursts of {args.seconds:g} s; "
@@ -75,10 +56,7 @@ def main():
                       flush=True)
         print(f"# load average {os.getloadavg()[0]:.2f} at end")
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+        kill_all(procs)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,49 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process and its children (a proxy with --workers N: the supervisor and its workers)."""
+    pids = [pid] + [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                    for c in (task / "children").read_text().split()]
+    return sum(cpu_seconds(p) for p in pids)
+
+
+def fake_backends(cpus, procs: list) -> dict:
+    """One fake Prefill and one fake Decode (tests/pdproxy/fake_backend.py) on `cpus`, added to `procs`."""
+    fake = str(ROOT / "tests/pdproxy/fake_backend.py")
+    p, line = spawn([PY, fake, "--name", "p", "--no-record"], "PORT", cpus)
+    d, dline = spawn([PY, fake, "--name", "d", "--no-record", "--chunks", "16"], "PORT", cpus)
+    procs += [p, d]
+    return {"prefill": f"127.0.0.1:{line.split()[1]}", "decode": f"127.0.0.1:{dline.split()[1]}"}
+
+
+def start_proxy(backends: dict, cpus, *flags: str, cwd=ROOT):
+    """pdproxy of the checkout at `cwd` (`-m` imports the one it starts in) over `backends`: (process, host:port)."""
+    argv = [PY, "-m", "pdproxy", "--host", "127.0.0.1", "--port", "0", "--prefill", backends["prefill"],
+            "--decode", backends["decode"], "--log-level", "WARNING", *flags]
+    proc, line = spawn(argv, "pdproxy listening", cpus, cwd=cwd)
+    return proc, line.rsplit("//", 1)[1]
+
+
+def burst(proxy, addr, stream, c, seconds, backends, cpus) -> dict:
+    """One closed-loop run through `proxy`, with its CPU (and its workers') per request, warm-up included."""
+    cpu0 = tree_cpu_seconds(proxy.pid)
+    out = load("proxy", c, stream, seconds, {**backends, "proxy": addr}, cpus)
+    out["cpu_ms"] = (tree_cpu_seconds(proxy.pid) - cpu0) / out["all_requests"] * 1e3
+    return out
+
+
+def kill_all(procs: list) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def load(mode, c, stream, seconds, addrs, cpus):
     argv = [PY, str(ROOT / "bench/proxy/loadgen.py"), "--mode", mode, "--concurrency", str(c),
             "--seconds", str(seconds), "--proxy", addrs["proxy"], "--prefill", addrs["prefill"],
