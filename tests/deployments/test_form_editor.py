@@ -184,6 +184,22 @@ def test_the_proxy_admin_port_rides_along_and_its_default_follows_the_port(opera
     assert deployment.active_revision.spec["proxy"]["admin_port"] == 2500
 
 
+def test_proxy_workers_is_a_form_field_and_a_bad_value_is_named(operator, deployment):
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    assert fields["proxy.workers"] == "auto"
+    fields.update({"proxy.workers": "3", "activate": "on"})
+    assert operator.post(form_url(deployment), fields).status_code == 302
+    assert deployment.active_revision.spec["proxy"]["workers"] == 3
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    assert fields["proxy.workers"] == "3"
+    fields.update({"proxy.policy": "round_robin", "activate": "on"})  # a save that does not touch it keeps it
+    assert operator.post(form_url(deployment), fields).status_code == 302
+    assert deployment.active_revision.spec["proxy"]["workers"] == 3
+    fields.update({"proxy.workers": "lots"})
+    html = operator.post(form_url(deployment), fields).content.decode()
+    assert "expected auto or a whole number from 1 to 64, got &#x27;lots&#x27;" in cell(html, "proxy.workers")
+
+
 def test_the_simulation_block_rides_along(operator, deployment, fixed_yaml):
     sim_yaml = fixed_yaml.replace("launch_profile: vllm-ascend", "launch_profile: sim") + (
         "simulation: {answer_book: made-up-aime, accuracy: 0.7, think: true}\n")
@@ -195,6 +211,17 @@ def test_the_simulation_block_rides_along(operator, deployment, fixed_yaml):
     spec = deployment.active_revision.spec
     assert spec["proxy"]["policy"] == "least_conn"
     assert spec["simulation"] == {"answer_book": "made-up-aime", "accuracy": 0.7, "think": True}
+
+
+def test_kv_connector_rides_along(operator, deployment, fixed_yaml):
+    operator.post(f"/deployments/{deployment.pk}/edit/", {"yaml_text": fixed_yaml + "kv_connector: layerwise\n",
+                                                          "activate": "on"})
+    assert deployment.active_revision.spec["kv_connector"] == "layerwise"
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    fields.update({"proxy.policy": "round_robin", "activate": "on"})
+    assert operator.post(form_url(deployment), fields).status_code == 302
+    spec = deployment.active_revision.spec
+    assert (spec["proxy"]["policy"], spec["kv_connector"]) == ("round_robin", "layerwise")
 
 
 def test_a_viewer_gets_403(make_user, deployment):

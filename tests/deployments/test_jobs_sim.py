@@ -78,7 +78,14 @@ def completion(address: str, port: int = 1999) -> dict:
     return json.loads(urllib.request.urlopen(req, timeout=20).read())
 
 
+def worker_children(pid: int) -> list[int]:
+    from pathlib import Path
+
+    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+
+
 def test_deploy_serves_a_completion_redeploy_keeps_everything_and_stop_leaves_nothing(inventory, operator, run_dir):
+    """With the proxy as a supervisor and 2 workers: the rolling restart's drains go through its admin API."""
     from apps.deployments.models import Process
     from apps.deployments.services import (
         deployment_deploy,
@@ -88,7 +95,10 @@ def test_deploy_serves_a_completion_redeploy_keeps_everything_and_stop_leaves_no
         revision_create,
     )
 
-    deployment = make_deployment(inventory, operator, run_dir)
+    def two_workers(data):
+        data["proxy"]["workers"] = 2
+
+    deployment = make_deployment(inventory, operator, run_dir, edit=two_workers)
     pre = run(deployment_preflight, deployment, operator)
     assert pre.status == "successful", pre.explanation
 
@@ -103,6 +113,8 @@ def test_deploy_serves_a_completion_redeploy_keeps_everything_and_stop_leaves_no
     pids = pids_in(run_dir)
     assert len(pids) == 12 and all(pid_alive(p) for p in pids.values())
     assert dict(Process.objects.values_list("key", "pid")) == pids
+    workers = worker_children(pids["proxy"])
+    assert len(workers) == 2 and all(pid_alive(w) for w in workers)
 
     again = run(deployment_deploy, deployment, operator)
     assert again.status == "successful", again.explanation
@@ -111,7 +123,7 @@ def test_deploy_serves_a_completion_redeploy_keeps_everything_and_stop_leaves_no
 
     # A new revision that changes d1 only: its four processes are replaced, everything else kept.
     revision_create(deployment=deployment, user=operator, activate=True, yaml_text=topology_yaml(
-        run_dir, edit=lambda d: d["instances"][3].update(max_num_seqs=48)))
+        run_dir, edit=lambda d: (two_workers(d), d["instances"][3].update(max_num_seqs=48))))
     changed = run(deployment_deploy, deployment, operator)
     assert changed.status == "successful", changed.explanation
     assert "4 started, 4 replaced, 8 kept" in changed.explanation
@@ -127,10 +139,36 @@ def test_deploy_serves_a_completion_redeploy_keeps_everything_and_stop_leaves_no
 
     stopped = run(deployment_stop, deployment, operator)
     assert stopped.status == "successful", stopped.explanation
-    assert not [p for p in after.values() if pid_alive(p)]
+    assert not [p for p in [*after.values(), *workers] if pid_alive(p)]
     assert set(Process.objects.values_list("state", flat=True)) == {"stopped"}
     assert not processes_mentioning(run_dir)
     print(f"\nfirst deploy of 12 processes: {first_seconds:.1f}s")
+
+
+def test_a_layerwise_deployment_serves_through_the_metaserver_with_two_proxy_workers(inventory, operator, run_dir):
+    """kv_connector: layerwise over SSH: every engine runs MooncakeLayerwiseConnector, the proxy --pd-flow layerwise;
+    a Decode calls the proxy's metaserver back and the Prefill pushes it the KV."""
+    from pathlib import Path
+
+    from apps.deployments.models import Process
+    from apps.deployments.services import deployment_deploy, deployment_stop
+
+    def layerwise(data):
+        data["kv_connector"] = "layerwise"
+        data["proxy"]["workers"] = 2
+
+    deployment = make_deployment(inventory, operator, run_dir, edit=layerwise)
+    job = run(deployment_deploy, deployment, operator)
+    assert job.status == "successful", job.explanation
+    proxy = Process.objects.get(key="proxy")
+    for _ in range(4):
+        assert completion(proxy.address)["choices"][0]["text"]
+    logs = "".join(p.read_text(errors="replace") for p in Path(run_dir).glob("logs/d*.log"))
+    assert f"to proxy metaserver: http://{proxy.address}:1999/v1/metaserver" in logs
+    assert len(worker_children(pids_in(run_dir)["proxy"])) == 2
+    stopped = run(deployment_stop, deployment, operator)
+    assert stopped.status == "successful", stopped.explanation
+    assert not processes_mentioning(run_dir)
 
 
 def test_an_engine_that_dies_during_deploy_fails_the_job_with_its_log_and_stops_the_rest(inventory, operator,

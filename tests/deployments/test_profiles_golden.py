@@ -201,7 +201,7 @@ def test_proxy_lists_every_api_server(vllm_plan):
     assert argv[argv.index("--prefill") + 1:argv.index("--decode")] == ("127.0.10.1:7100", "127.0.10.2:7100")
     decode = argv[argv.index("--decode") + 1:argv.index("--policy")]
     assert len(decode) == 8 and decode[0] == "127.0.10.3:7100" and decode[-1] == "127.0.10.4:7103"
-    assert argv[-8:] == ("--policy", "least_conn", "--admin-host", "127.0.0.1", "--admin-port", "2000",
+    assert argv[-10:] == ("--policy", "least_conn", "--workers", "auto", "--admin-host", "127.0.0.1", "--admin-port", "2000",
                          "--admin-token-file", "/var/lib/pdcp/reference/secrets/proxy-admin.token")
 
 
@@ -302,3 +302,32 @@ def test_the_proxy_policy_renders_flags_pdproxy_itself_accepts(fixed_data, nodes
     cfg = config_from_args(args)
     expected = ("cache_aware", "least_conn") if policy == "cache_aware" else (policy, policy)
     assert (cfg.role_policy("prefill"), cfg.role_policy("decode")) == expected
+
+
+@pytest.mark.parametrize("profile", ["vllm-ascend", "sim"])
+def test_kv_connector_layerwise_renders_the_connector_and_the_proxys_layerwise_flow(fixed_data, nodes, profile):
+    """Every engine's kv-transfer-config names MooncakeLayerwiseConnector (inside the pool's MultiConnector too), the
+    simulated engine reads it as that connector, and the proxy's command parses back to --pd-flow layerwise with the
+    node's address (what the Decodes call back); the default stays MooncakeConnectorV1 and the pull flow."""
+    from pdproxy.cli import config_from_args
+    from simcluster.engine import kvconfig
+
+    def rendered(data):
+        plan = build_plan(spec_from_dict(data), nodes)
+        configs = [json.loads(p.launch.argv[p.launch.argv.index("--kv-transfer-config") + 1])
+                   for p in plan.processes if p.role in ("prefill", "decode")]
+        argv = next(p for p in plan.processes if p.role == "proxy").launch.argv
+        return configs, config_from_args(list(argv[argv.index("--host"):argv.index("--admin-token-file")]))
+
+    fixed_data["launch_profile"] = profile
+    configs, proxy = rendered(fixed_data)
+    assert {kvconfig.plan(c).kv_connector for c in configs} == {"MooncakeConnectorV1"} and proxy.pd_flow == "pull"
+    fixed_data["kv_connector"] = "layerwise"
+    configs, proxy = rendered(fixed_data)
+    assert len(configs) == 10
+    for config in configs:
+        children = config["kv_connector_extra_config"]["connectors"]  # the reference has a KV pool
+        assert [c["kv_connector"] for c in children] == ["MooncakeLayerwiseConnector", "AscendStoreConnector"]
+        assert kvconfig.plan(config).kv_connector == "MooncakeLayerwiseConnector"
+    assert (proxy.pd_flow, proxy.host, proxy.advertise_host) == ("layerwise", "127.0.10.5", None)
+    assert proxy.workers == 1

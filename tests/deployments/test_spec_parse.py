@@ -56,6 +56,33 @@ def test_every_error_is_reported_in_one_pass(fixed_data):
     assert errors["proxy.policy"] == "expected one of round_robin, least_conn, consistent_hash, cache_aware, got 'random'"
 
 
+def test_proxy_workers_is_auto_or_a_count(fixed_data):
+    assert spec_from_dict(fixed_data).proxy.workers == "auto"
+    fixed_data["proxy"]["workers"] = 4
+    assert spec_from_dict(fixed_data).proxy.workers == 4
+    assert spec_from_dict(spec_to_dict(spec_from_dict(fixed_data))).proxy.workers == 4
+    for bad in (0, "many", 65, True):
+        fixed_data["proxy"]["workers"] = bad
+        assert errors_of(fixed_data)["proxy.workers"].startswith("expected auto or a whole number from 1 to 64"), bad
+
+
+def test_kv_connector_is_pull_or_layerwise_and_kept_only_when_not_the_default(fixed_data):
+    assert spec_from_dict(fixed_data).kv_connector == "pull"
+    assert "kv_connector" not in spec_to_dict(spec_from_dict(fixed_data))  # stored specs read as before
+    fixed_data["kv_connector"] = "layerwise"
+    spec = spec_from_dict(fixed_data)
+    assert spec.kv_connector == "layerwise" and spec_to_dict(spec)["kv_connector"] == "layerwise"
+    assert spec_from_yaml(spec_to_yaml(spec)) == spec
+    fixed_data["kv_connector"] = "push"
+    assert errors_of(fixed_data)["kv_connector"] == ("expected pull (MooncakeConnectorV1) or layerwise "
+                                                     "(MooncakeLayerwiseConnector), got 'push'")
+    fixed_data["kv_connector"] = "MooncakeLayerwiseConnector"
+    assert errors_of(fixed_data)["kv_connector"].endswith("got 'MooncakeLayerwiseConnector'; write layerwise for "
+                                                          "MooncakeLayerwiseConnector")
+    fixed_data["kv_connector"] = ["layerwise"]
+    assert "kv_connector" in errors_of(fixed_data)
+
+
 def test_unknown_and_missing_fields(fixed_data):
     fixed_data["instances"][1]["tensor_parallel"] = 8
     del fixed_data["instances"][1]["kv_port"]

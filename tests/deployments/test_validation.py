@@ -94,6 +94,13 @@ def test_service_nodes_must_exist(fixed_data, nodes, path, section, key):
     assert "node0" in problem.suggestion and "proxy" in problem.suggestion
 
 
+def test_layerwise_takes_any_proxy_worker_count(fixed_data, nodes):
+    fixed_data["kv_connector"] = "layerwise"
+    assert problems(fixed_data, nodes) == []
+    fixed_data["proxy"]["workers"] = 4  # the supervisor routes a Decode's metaserver call to its request's worker
+    assert problems(fixed_data, nodes) == []
+
+
 def with_sim_ring(data: dict) -> dict:
     """The simulated cluster's memcached ring standing in for a MemCache pool (the only place `store` is valid)."""
     data.update(launch_profile="sim", store={"replicas": 3, "servers": [

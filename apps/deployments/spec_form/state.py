@@ -18,7 +18,8 @@ INSTANCE_EDITED = INSTANCE_TEXT + INSTANCE_INTS + ("nodes", "expert_parallel")
 # Every other instance field rides along in the row's hidden JSON (edited in YAML only): devices, extra_args, env
 # today, and any field added to InstanceSpec later, so a new field is never dropped by a save from the form.
 INSTANCE_KEPT = tuple(f.name for f in fields(InstanceSpec) if f.name not in INSTANCE_EDITED)
-KEPT_TOP = ("transfer_ports", "store", "proxy", "simulation", "kv_pool",  # store.memory_mb, proxy.admin_port: YAML
+# store.memory_mb, proxy.admin_port and kv_connector are edited in YAML only
+KEPT_TOP = ("transfer_ports", "store", "proxy", "simulation", "kv_pool", "kv_connector",
             "model_profile")  # a catalog profile's name, or a spelt-out profile's sizes (PROFILE_KEPT)
 PROFILE_INTS = ("layers", "kv_heads", "head_dim", "attention_heads")
 PROFILE_KEPT = ("weights", "params_b", "expert_params_b", "experts", "unquantized_params_b", "hidden_size",
@@ -31,7 +32,7 @@ KV_POOL_KEPT = tuple(f.name for f in fields(KvPoolSpec) if f.name not in KV_POOL
 MEMCACHE_ONLY = ("kv_pool.protocol", "kv_pool.install_path", "kv_pool.config_store_port")
 TOP_TEXT = ("launch_profile", "run_dir", "model.path", "model.served_name", "model.profile.dtype",
             "model.profile.kv_layout", "kv_pool.node", "proxy.node", "proxy.policy", "proxy.hash_key",
-            "bench_client.node") + tuple(f"kv_pool.{k}" for k in KV_POOL_TEXT)
+            "proxy.workers", "bench_client.node") + tuple(f"kv_pool.{k}" for k in KV_POOL_TEXT)
 TOP_INTS = tuple(f"model.profile.{k}" for k in PROFILE_INTS) + tuple(f"kv_pool.{k}" for k in KV_POOL_INTS) + (
     "store.replicas", "proxy.port")
 TOP_BOOLS = tuple(f"kv_pool.{k}" for k in KV_POOL_BOOLS)  # checkboxes: "on" | ""
@@ -112,13 +113,14 @@ def state_from_spec(data: dict) -> FormState:
            "kv_pool.node": _s(kv_pool.get("node")), "store.replicas": _s(store.get("replicas")),
            "proxy.node": _s(proxy.get("node")), "proxy.port": _s(proxy.get("port")),
            "proxy.policy": _s(proxy.get("policy", "round_robin")), "proxy.hash_key": _s(proxy.get("hash_key")),
+           "proxy.workers": _s(proxy.get("workers", "auto")),
            "bench_client.node": _s((data.get("bench_client") or {}).get("node"))}
     top.update({f"model.profile.{k}": _s(profile.get(k)) for k in PROFILE_INTS})
     top.update({f"kv_pool.{k}": _s(kv_pool.get(k)) for k in KV_POOL_TEXT + KV_POOL_INTS})
     top["kv_pool.backend"] = top["kv_pool.backend"] or "mooncake"
     top.update({f"kv_pool.{k}": "on" if kv_pool.get(k) else "" for k in KV_POOL_BOOLS})
     keep: dict[str, Any] = {"model_profile": kept_profile} if kept_profile else {}
-    for name in ("transfer_ports", "simulation"):
+    for name in ("transfer_ports", "simulation", "kv_connector"):
         if data.get(name) is not None:
             keep[name] = data[name]
     if store.get("memory_mb") is not None:

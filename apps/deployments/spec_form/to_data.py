@@ -72,7 +72,7 @@ def state_to_data(state: FormState) -> tuple[dict, list[FormProblem], Placement]
     data["proxy"] = _proxy(read, kept_top)
     if read.text("bench_client.node"):
         data["bench_client"] = {"node": read.text("bench_client.node")}
-    for name in ("transfer_ports", "simulation"):
+    for name in ("transfer_ports", "simulation", "kv_connector"):
         if kept_top.get(name) is not None:
             data[name] = kept_top[name]
     return data, read.errors, placement
@@ -161,6 +161,9 @@ def _proxy(read: _Reader, kept_top: dict) -> dict:
     read.put(proxy, "port", "proxy.port", "proxy port")
     if read.text("proxy.hash_key"):
         proxy["hash_key"] = read.text("proxy.hash_key")
+    workers = read.text("proxy.workers")
+    if workers and workers != "auto":  # else the default, auto; anything else the spec parser names
+        proxy["workers"] = int(workers) if _INT.match(workers) else workers
     kept_proxy = kept_top.get("proxy")
     if isinstance(kept_proxy, dict) and kept_proxy.get("admin_port") is not None:
         proxy["admin_port"] = kept_proxy["admin_port"]

@@ -19,6 +19,7 @@ from .spec import (
     ENV_NAME_RE,
     FLAG_RE,
     HASH_KEYS,
+    KV_CONNECTORS,
     KV_LAYOUTS,
     LAUNCH_PROFILES,
     LOAD_FAILURE_POLICIES,
@@ -129,7 +130,7 @@ def spec_from_dict(data: Any, *, deployment_name: str | None = None) -> Topology
     errors: list[tuple[str, str]] = []
     top = _Reader(errors, data, "", ("model", "instances", "proxy"),
                   ("kv_pool", "store", "bench_client", "launch_profile", "run_dir", "transfer_ports",
-                   "simulation"))
+                   "simulation", "kv_connector"))
     if not top.ok:
         raise SpecError(errors)
     model = _model(errors, top.raw("model", {}))
@@ -142,11 +143,12 @@ def spec_from_dict(data: Any, *, deployment_name: str | None = None) -> Topology
     simulation = _optional(top, "simulation", lambda d: _simulation(errors, d))
     profile = top.text("launch_profile", "vllm-ascend", LAUNCH_PROFILES)
     run_dir = _run_dir(top, profile, deployment_name)
+    kv_connector = _kv_connector(top)
     if errors:
         raise SpecError(errors)
     return TopologySpec(model=model, instances=instances, proxy=proxy, kv_pool=kv_pool, store=store,
                         bench_client=bench, launch_profile=profile, run_dir=run_dir, transfer_ports=transfer,
-                        simulation=simulation)
+                        simulation=simulation, kv_connector=kv_connector)
 
 
 def normal_run_dir(path: str) -> str:
@@ -178,6 +180,16 @@ def _run_dir(top: _Reader, profile: str, deployment_name: str | None) -> str:
 
 
 _DIR_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")  # a deployment name (inventory name_validator)
+
+
+def _kv_connector(top: _Reader) -> str:
+    value = top.raw("kv_connector", "pull")
+    if not isinstance(value, str) or value not in KV_CONNECTORS:
+        choices = " or ".join(f"{k} ({v})" for k, v in KV_CONNECTORS.items())
+        hint = next((f"; write {k} for {v}" for k, v in KV_CONNECTORS.items() if value == v), "")
+        top.bad("kv_connector", f"expected {choices}, got {_show(value)}{hint}")
+        return "pull"
+    return value
 
 
 def _optional(top: _Reader, key: str, build):
@@ -435,13 +447,22 @@ def _store(errors, data) -> StoreSpec:
     return StoreSpec(servers=tuple(servers), replicas=r.integer("replicas", 1), memory_mb=r.integer("memory_mb", 64))
 
 
+MAX_PROXY_WORKERS = 64
+
+
 def _proxy(errors, data) -> ProxySpec:
-    r = _Reader(errors, data, "proxy", ("node", "port"), ("admin_port", "policy", "hash_key"))
+    r = _Reader(errors, data, "proxy", ("node", "port"), ("admin_port", "policy", "hash_key", "workers"))
     port = r.port("port", 8000)
     # port + 1 may be 65536: validation then reports it on admin_port like any port past the end.
     admin_port = r.port("admin_port", port + 1)
+    workers = r.raw("workers", "auto")
+    if workers != "auto" and (isinstance(workers, bool) or not isinstance(workers, int)
+                              or not 1 <= workers <= MAX_PROXY_WORKERS):
+        r.bad("workers", f"expected auto or a whole number from 1 to {MAX_PROXY_WORKERS}, got {_show(workers)}")
+        workers = "auto"
     return ProxySpec(node=r.text("node", ""), port=port, admin_port=admin_port,
-                     policy=r.text("policy", "round_robin", POLICIES), hash_key=r.text("hash_key", None, HASH_KEYS))
+                     policy=r.text("policy", "round_robin", POLICIES), hash_key=r.text("hash_key", None, HASH_KEYS),
+                     workers=workers)
 
 
 def _bench(errors, data) -> BenchClientSpec:

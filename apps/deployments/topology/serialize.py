@@ -34,6 +34,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, EnvExtend):
         out = {k: v for k, v in (("prepend", value.prepend), ("append", value.append)) if v}
         return out if value.separator == ":" else {**out, "separator": value.separator}
+    if isinstance(value, TopologySpec):  # kv_connector only when it is not the default, as specs were written before
+        return {k: v for k, v in _fields(value).items() if k != "kv_connector" or v != "pull"}
     if isinstance(value, KvPoolSpec):
         memcache_only = ("config_store_port", "protocol", "install_path")
         # prefer_local only when it differs from the guide's value, so a form that keeps it cannot carry it into a

@@ -21,6 +21,9 @@ HASH_KEYS = ("request_id", "client_ip")
 LAUNCH_PROFILES = ("vllm-ascend", "sim")
 POOL_BACKENDS = ("mooncake", "memcache")  # AscendStoreConnector backends we render (docs/ascend-pd-launch-facts.md §3)
 LOAD_FAILURE_POLICIES = ("fail", "recompute")
+# The P/D connector: pull = MooncakeConnectorV1 (D pulls from P), layerwise = MooncakeLayerwiseConnector (P pushes into
+# D layer by layer; the proxy runs --pd-flow layerwise). docs/ascend-pd-launch-facts.md §1.4, §2.6.
+KV_CONNECTORS = {"pull": "MooncakeConnectorV1", "layerwise": "MooncakeLayerwiseConnector"}
 MEMCACHE_PROTOCOLS = ("device_sdma", "device_rdma")  # A3 over HCCS / A2 (and A3) over device RoCE
 SIZE_RE = re.compile(r"^[1-9][0-9]*GB$")  # Mooncake's global_segment_size and MemCache's dram.size: whole GB
 # Where run_dir goes when a spec leaves it out (<root>/<deployment name>): out of world-writable places, where another
@@ -184,6 +187,7 @@ class ProxySpec:
     admin_port: int = 8001  # the admin API's own listener, on 127.0.0.1 of the proxy node; parse defaults it to port + 1
     policy: str = "round_robin"
     hash_key: str | None = None  # consistent_hash only: request_id | client_ip
+    workers: int | str = "auto"  # pdproxy --workers: N serving processes, or auto (from the proxy host's cores)
 
 
 @dataclass(frozen=True)
@@ -227,6 +231,7 @@ class TopologySpec:
     run_dir: str = DEFAULT_RUN_ROOT["vllm-ascend"]  # workdir; logs/ and pids/ below it on every node (normalised)
     transfer_ports: TransferPortsSpec = TransferPortsSpec()
     simulation: SimulationSpec | None = None
+    kv_connector: str = "pull"  # KV_CONNECTORS
 
     def instance(self, name: str) -> InstanceSpec:
         return next(i for i in self.instances if i.name == name)

@@ -24,7 +24,7 @@ from ..placement import assign_devices, process_devices
 from ..plan import Plan, PlannedProcess, Stage
 from ..plan_warnings import MOONCAKE_CLIENT_TTL_S, plan_warnings
 from ..run_files import admin_token_path, config_path
-from ..spec import InstanceSpec, TopologySpec
+from ..spec import KV_CONNECTORS, InstanceSpec, TopologySpec
 from .engine_options import VLLM_ASCEND_ENV, VLLM_ASCEND_FLAGS
 from .pool_files import memcache_lib_dir, mmc_local_conf, mmc_meta_conf, mooncake_json
 
@@ -184,14 +184,14 @@ class VllmAscendProfile:
         return argv
 
     def _kv_transfer_config(self, spec: TopologySpec, inst: InstanceSpec) -> dict:
-        """MooncakeConnectorV1 (pull, P2P handshake) alone, or with a pool inside a MultiConnector next to
-        AscendStoreConnector (kv_pool.md Step 2.3.1). engine_id only where the operator sets one: vllm-ascend
+        """MooncakeConnectorV1 (pull, P2P handshake; or MooncakeLayerwiseConnector, push, by the spec's kv_connector)
+        alone, or with a pool inside a MultiConnector next to AscendStoreConnector (kv_pool.md Step 2.3.1). engine_id only where the operator sets one: vllm-ascend
         generates a unique one, and a repeated manual id fails with `Conflict engine id` (§1.4). Validation
         guarantees one size per role."""
         first = {role: next(i for i in spec.instances if i.role == role) for role in ("prefill", "decode")}
         role = KV_ROLE[inst.role]
         p2p = {
-            "kv_connector": "MooncakeConnectorV1",
+            "kv_connector": KV_CONNECTORS[spec.kv_connector],
             "kv_role": role,
             "kv_port": str(inst.kv_port),
             "kv_connector_extra_config": {
@@ -251,6 +251,9 @@ class VllmAscendProfile:
                 "--prefill", *backends("prefill"), "--decode", *backends("decode"), *policy_args(proxy.policy)]
         if proxy.hash_key:
             argv += ["--hash-key", proxy.hash_key]
+        if spec.kv_connector == "layerwise":  # the Decodes call back its --host (the node's address)
+            argv += ["--pd-flow", "layerwise"]
+        argv += ["--workers", str(proxy.workers)]
         argv += ["--admin-host", self.admin_host(node), "--admin-port", str(proxy.admin_port),
                  "--admin-token-file", str(admin_token_path(spec))]  # the deploy job writes it before the start
         return PlannedProcess(
