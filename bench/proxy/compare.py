@@ -41,7 +41,7 @@ def main():
         print(f"# {plan}; both proxies on the proxy CPU; {args.rounds} x ABBA bursts of {args.seconds:g} s; "
               f"load average {os.getloadavg()[0]:.2f} at start")
         print(f"{'mode':<10}{'c':>4} | {'base CPU ms/req':>15} {'this CPU ms/req':>15} {'this/base':>9} | "
-              f"{'base p50 ms':>11} {'this p50 ms':>11} | errors")
+              f"{'base p50 ms':>11} {'this p50 ms':>11} | {'base p99/p50':>12} {'this p99/p50':>12} | errors")
         for stream in (False, True):
             for c in args.concurrency:
                 runs = {"base": [], "this": []}
@@ -50,9 +50,11 @@ def main():
                         runs[name].append(burst(*sides[name], stream, c, args.seconds, backends, rest_cpus))
                 cpu = {k: statistics.median(r["cpu_ms"] for r in v) for k, v in runs.items()}
                 p50 = {k: statistics.median(r["p50_ms"] for r in v) for k, v in runs.items()}
+                tail = {k: statistics.median(r["p99_ms"] / r["p50_ms"] for r in v) for k, v in runs.items()}
                 errors = sum(r["errors"] for v in runs.values() for r in v)
                 print(f"{'stream' if stream else 'non-strm':<10}{c:>4} | {cpu['base']:>15.3f} {cpu['this']:>15.3f} "
-                      f"{cpu['this'] / cpu['base']:>9.3f} | {p50['base']:>11.2f} {p50['this']:>11.2f} | {errors}",
+                      f"{cpu['this'] / cpu['base']:>9.3f} | {p50['base']:>11.2f} {p50['this']:>11.2f} | "
+                      f"{tail['base']:>12.2f} {tail['this']:>12.2f} | {errors}",
                       flush=True)
         print(f"# load average {os.getloadavg()[0]:.2f} at end")
     finally:
