@@ -200,6 +200,18 @@ def test_proxy_workers_is_a_form_field_and_a_bad_value_is_named(operator, deploy
     assert "expected auto or a whole number from 1 to 64, got &#x27;lots&#x27;" in cell(html, "proxy.workers")
 
 
+def test_the_proxy_kv_events_block_rides_along(operator, deployment, fixed_yaml):
+    yaml_text = fixed_yaml.replace("policy: least_conn", "policy: cache_aware, kv_events: {port: 5601}").replace(
+        "--no-enable-prefix-caching, ", "")
+    response = operator.post(f"/deployments/{deployment.pk}/edit/", {"yaml_text": yaml_text, "activate": "on"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert deployment.active_revision.spec["proxy"]["kv_events"]["port"] == 5601
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    fields.update({"proxy.port": "1999", "activate": "on"})
+    assert operator.post(form_url(deployment), fields).status_code == 302
+    assert deployment.active_revision.spec["proxy"]["kv_events"]["port"] == 5601
+
+
 def test_the_simulation_block_rides_along(operator, deployment, fixed_yaml):
     sim_yaml = fixed_yaml.replace("launch_profile: vllm-ascend", "launch_profile: sim") + (
         "simulation: {answer_book: made-up-aime, accuracy: 0.7, think: true}\n")

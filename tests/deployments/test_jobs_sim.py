@@ -171,6 +171,51 @@ def test_a_layerwise_deployment_serves_through_the_metaserver_with_two_proxy_wor
     assert not processes_mentioning(run_dir)
 
 
+def test_cache_aware_with_kv_events_routes_by_the_prefills_kv_cache_events(inventory, operator, run_dir):
+    """proxy.kv_events over SSH: the Prefills publish their KV cache events, the proxy subscribes with the simulated
+    tokenizer, and the same long prompt sent again is routed by the exact view (picks with reason kv_events)."""
+    import json
+    import re
+
+    from apps.deployments.models import Process
+    from apps.deployments.services import deployment_deploy, deployment_stop
+
+    def exact_view(data):
+        data["proxy"].update(policy="cache_aware", kv_events={"port": 5557, "replay_port": 5558})
+        for inst in data["instances"]:
+            if "--no-enable-prefix-caching" in inst["extra_args"]:
+                inst["extra_args"].remove("--no-enable-prefix-caching")
+
+    deployment = make_deployment(inventory, operator, run_dir, edit=exact_view)
+    job = run(deployment_deploy, deployment, operator)
+    assert job.status == "successful", job.explanation
+    proxy = Process.objects.get(key="proxy")
+    # Every word one the simulated tokenizer knows (bench/proxy/cache_aware.py): a block holding an unknown one
+    # matches no event.
+    prompt = ("The assistant of the ascend npu system has the answer for the user: Look at the cache first, and "
+              "the batch and the stream. ") * 12
+    body = json.dumps({"model": "qwen3-235b", "prompt": prompt, "max_tokens": 2}).encode()
+
+    def metric(name: str, reason: str | None = None) -> float:
+        raw = urllib.request.urlopen(f"http://{proxy.address}:1999/metrics", timeout=10).read().decode()
+        rows = re.findall(rf"^{name}\{{([^}}]*)\}} (\S+)$", raw, re.M)
+        return sum(float(v) for labels, v in rows if reason is None or f'reason="{reason}"' in labels)
+
+    picks = 0.0
+    deadline = time.monotonic() + 20
+    while picks == 0 and time.monotonic() < deadline:
+        req = urllib.request.Request(f"http://{proxy.address}:1999/v1/completions", body,
+                                     {"Content-Type": "application/json"})
+        assert json.loads(urllib.request.urlopen(req, timeout=20).read())["choices"][0]["text"]
+        picks = metric("pdproxy_cache_aware_picks_total", "kv_events")
+        time.sleep(0.2)
+    assert picks > 0
+    assert metric("pdproxy_cache_aware_kv_blocks") > 0
+    stopped = run(deployment_stop, deployment, operator)
+    assert stopped.status == "successful", stopped.explanation
+    assert not processes_mentioning(run_dir)
+
+
 def test_an_engine_that_dies_during_deploy_fails_the_job_with_its_log_and_stops_the_rest(inventory, operator,
                                                                                           run_dir):
     from apps.deployments.services import deployment_deploy

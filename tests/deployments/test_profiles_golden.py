@@ -331,3 +331,44 @@ def test_kv_connector_layerwise_renders_the_connector_and_the_proxys_layerwise_f
         assert kvconfig.plan(config).kv_connector == "MooncakeLayerwiseConnector"
     assert (proxy.pd_flow, proxy.host, proxy.advertise_host) == ("layerwise", "127.0.10.5", None)
     assert proxy.workers == 1
+
+
+@pytest.mark.parametrize("profile, tokenizer", [("vllm-ascend", "/models/Qwen3-235B-A22B"),
+                                                ("sim", "/opt/pdcp-aisbench/sim-tokenizer")])
+def test_kv_events_render_each_prefills_publishers_and_the_proxys_subscriptions(fixed_data, nodes, profile,
+                                                                                 tokenizer, tmp_path):
+    """proxy.kv_events: every Prefill process publishes on a wildcard endpoint (the simulated engine parses it as
+    vLLM's KVEventsConfig), no Decode does, and the proxy subscribes each --prefill API server to its ranks' node
+    address at port + global DP rank, with the tokenizer pdproxy's own parser accepts."""
+    from pdproxy.cli import config_from_args
+    from pdproxy.kv_index import Endpoint, parse_specs
+    from simcluster.engine.kv_events import parse_config
+
+    fixed_data["launch_profile"] = profile
+    fixed_data["proxy"].update(policy="cache_aware", kv_events={"port": 5557, "replay_port": 5600})
+    p0 = fixed_data["instances"][0]
+    p0.update(tp=8, dp=2, dp_style="internal", dp_rpc_port=12321, nodes=["node0", "node1"])
+    p0["extra_args"].remove("--no-enable-prefix-caching")
+    del p0["node"], fixed_data["instances"][1]  # p1 (node1) out: one Prefill size (validation)
+    plan = build_plan(spec_from_dict(fixed_data), nodes)
+    configs = {p.key: p.launch.argv[p.launch.argv.index("--kv-events-config") + 1]
+               for p in plan.processes if "--kv-events-config" in p.launch.argv}
+    assert configs == dict.fromkeys(["p0", "p0-n1"], '{"enable_kv_cache_events":true,"publisher":"zmq",'
+                                    '"endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5600"}')
+    sim = parse_config(configs["p0"])
+    assert (sim.endpoint, sim.replay_endpoint, sim.publisher) == ("tcp://*:5557", "tcp://*:5600", "zmq")
+    argv = next(p for p in plan.processes if p.role == "proxy").launch.argv
+    assert argv[argv.index("--kv-events"):argv.index("--workers")] == (
+        "--kv-events", "127.0.10.1:7100=tcp://127.0.10.1:5557|tcp://127.0.10.1:5600,"
+        "tcp://127.0.10.2:5558|tcp://127.0.10.2:5601", "--tokenizer", tokenizer)
+    (tmp_path / "tokenizer.json").write_text("{}")  # pdproxy checks the directory holds one (not there here)
+    cfg = config_from_args([*argv[argv.index("--host"):argv.index("--tokenizer")], "--tokenizer", str(tmp_path)])
+    assert parse_specs(cfg.kv_events)[0] == {"127.0.10.1:7100": [
+        Endpoint("tcp://127.0.10.1:5557", "tcp://127.0.10.1:5600"), Endpoint("tcp://127.0.10.2:5558", "tcp://127.0.10.2:5601")]}
+    assert cfg.prefill == ["127.0.10.1:7100"]
+
+
+def test_without_kv_events_nothing_publishes_or_subscribes(fixed_data, nodes):
+    fixed_data["proxy"]["policy"] = "cache_aware"
+    plan = build_plan(spec_from_dict(fixed_data), nodes)
+    assert not any("--kv-events-config" in p.launch.argv or "--kv-events" in p.launch.argv for p in plan.processes)

@@ -280,3 +280,26 @@ def test_prefer_local_round_trips_and_only_mooncake_takes_it(fixed_data):
     assert "prefer_local" not in spec_to_dict(spec_from_dict(fixed_data))["kv_pool"]  # the guide's value stays implicit
     fixed_data["kv_pool"] = {"node": "proxy", "backend": "memcache", "prefer_local": False}
     assert errors_of(fixed_data)["kv_pool.prefer_local"].startswith("only the mooncake backend")
+
+
+def test_proxy_kv_events_is_optional_and_round_trips(fixed_data):
+    from apps.deployments.topology.spec import KvEventsSpec
+
+    assert spec_from_dict(fixed_data).proxy.kv_events is None
+    assert "kv_events" not in spec_to_dict(spec_from_dict(fixed_data))["proxy"]  # absent specs serialize as before
+    fixed_data["proxy"]["kv_events"] = {}
+    assert spec_from_dict(fixed_data).proxy.kv_events == KvEventsSpec(port=5557, replay_port=None)  # vLLM's default
+    fixed_data["proxy"]["kv_events"] = {"port": 6557, "replay_port": 6600}
+    spec = spec_from_dict(fixed_data)
+    assert spec.proxy.kv_events == KvEventsSpec(port=6557, replay_port=6600)
+    assert spec_to_dict(spec)["proxy"]["kv_events"] == {"port": 6557, "replay_port": 6600}
+    assert spec_from_yaml(spec_to_yaml(spec)) == spec
+
+
+def test_proxy_kv_events_errors_name_the_field(fixed_data):
+    fixed_data["proxy"]["kv_events"] = {"port": 70000, "replay": 5558}
+    errors = errors_of(fixed_data)
+    assert errors["proxy.kv_events.port"] == "expected a port number 1-65535, got 70000"
+    assert errors["proxy.kv_events.replay"] == "unknown field; known fields: port, replay_port"
+    fixed_data["proxy"]["kv_events"] = True
+    assert errors_of(fixed_data)["proxy.kv_events"] == "expected a mapping, got True"

@@ -388,3 +388,55 @@ def test_proxy_admin_port_past_65535(fixed_data, nodes):
     fixed_data["proxy"]["port"] = 65535
     problem = at(problems(fixed_data, nodes), "proxy.admin_port")
     assert "runs past port 65535" in problem.message
+
+
+def kv_events_data(data, **events):
+    """cache_aware with the exact view; the reference's Prefills drop --no-enable-prefix-caching (no cache, no events)."""
+    data["proxy"].update(policy="cache_aware", kv_events=events or {"port": 5557, "replay_port": 5558})
+    for inst in data["instances"]:
+        if "--no-enable-prefix-caching" in inst["extra_args"]:
+            inst["extra_args"].remove("--no-enable-prefix-caching")
+    return data
+
+
+def test_kv_events_is_clean_with_cache_aware_and_prefix_caching(fixed_data, nodes):
+    assert problems(kv_events_data(fixed_data), nodes) == []
+
+
+def test_kv_events_needs_cache_aware(fixed_data, nodes):
+    kv_events_data(fixed_data)["proxy"]["policy"] = "least_conn"
+    problem = at(problems(fixed_data, nodes), "proxy.kv_events")
+    assert problem.message == "kv_events feeds cache_aware's exact view, policy is least_conn"
+    assert problem.suggestion == "remove kv_events, or set policy: cache_aware"
+
+
+def test_kv_events_needs_the_prefills_prefix_cache(fixed_data, nodes):
+    kv_events_data(fixed_data)["instances"][1]["extra_args"].append("--no-enable-prefix-caching")
+    problem = at(problems(fixed_data, nodes), "instances[1].extra_args")
+    assert "p1 runs with --no-enable-prefix-caching" in problem.message
+    assert problem.suggestion == "remove --no-enable-prefix-caching from its extra_args, or remove proxy.kv_events"
+
+
+def test_kv_events_ports_count_every_dp_rank_on_the_node(fixed_data, nodes):
+    """Each DP rank publishes on port + its global rank (and replays likewise): with DP2 on node0, 5557-5558 and
+    a replay port of 5558 collide, and an API port inside the window does too."""
+    kv_events_data(fixed_data)
+    for inst in fixed_data["instances"][:2]:
+        inst.update(tp=8, dp=2, dp_rpc_port=12321)
+    problem = at(problems(fixed_data, nodes), "proxy.kv_events.replay_port")
+    assert problem.message == ("p0 KV events replay ports 5558-5559 on node0 (127.0.10.1) collides with "
+                               "p0 KV events ports 5557-5558")
+    assert problem.suggestion == "set replay_port to 5559"
+    fixed_data["proxy"]["kv_events"] = {"port": 7101}
+    problem = at(problems(fixed_data, nodes), "proxy.kv_events.port")
+    assert problem.message == "p0 KV events ports 7101-7102 on node0 (127.0.10.1) collides with p0 API ports 7100-7101"
+    assert problem.suggestion == "set port to 7102"
+
+
+def test_two_prefills_on_one_node_cannot_share_the_kv_events_port(fixed_data, nodes):
+    kv_events_data(fixed_data)
+    fixed_data["instances"][0]["tp"] = fixed_data["instances"][1]["tp"] = 8
+    fixed_data["instances"][1].update(node="node0", api_port=7101, kv_port=30100)
+    problem = at(problems(fixed_data, nodes), "proxy.kv_events.port")
+    assert problem.message == "p1 KV events port 5557 on node0 (127.0.10.1) collides with p0 KV events port 5557"
+    assert problem.suggestion.startswith("put p0 and p1 on different nodes")

@@ -41,7 +41,8 @@ def field_of(path: str, placement: Placement) -> str:
             name = "node"
         return f"{m.group(1)}[{row}].{name}"
     kept_pool = tuple(f"kv_pool.{k}" for k in KV_POOL_KEPT)
-    if path.startswith(("transfer_ports", "store.memory_mb", "proxy.admin_port", "simulation", "kv_connector")
+    if path.startswith(("transfer_ports", "store.memory_mb", "proxy.admin_port", "proxy.kv_events", "simulation",
+                        "kv_connector")
                        + kept_pool):
         return "keep"
     if path in TOP_TEXT + TOP_INTS + TOP_BOOLS or path in ("instances", "store.servers"):

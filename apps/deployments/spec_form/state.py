@@ -18,7 +18,7 @@ INSTANCE_EDITED = INSTANCE_TEXT + INSTANCE_INTS + ("nodes", "expert_parallel")
 # Every other instance field rides along in the row's hidden JSON (edited in YAML only): devices, extra_args, env
 # today, and any field added to InstanceSpec later, so a new field is never dropped by a save from the form.
 INSTANCE_KEPT = tuple(f.name for f in fields(InstanceSpec) if f.name not in INSTANCE_EDITED)
-# store.memory_mb, proxy.admin_port and kv_connector are edited in YAML only
+# store.memory_mb, proxy.admin_port, proxy.kv_events and kv_connector are edited in YAML only
 KEPT_TOP = ("transfer_ports", "store", "proxy", "simulation", "kv_pool", "kv_connector",
             "model_profile")  # a catalog profile's name, or a spelt-out profile's sizes (PROFILE_KEPT)
 PROFILE_INTS = ("layers", "kv_heads", "head_dim", "attention_heads")
@@ -125,8 +125,13 @@ def state_from_spec(data: dict) -> FormState:
             keep[name] = data[name]
     if store.get("memory_mb") is not None:
         keep["store"] = {"memory_mb": store["memory_mb"]}
+    kept_proxy = {}
     if proxy.get("admin_port") is not None and proxy.get("admin_port") != _plus_one(proxy.get("port")):
-        keep["proxy"] = {"admin_port": proxy["admin_port"]}  # the default (port + 1) follows a changed port
+        kept_proxy["admin_port"] = proxy["admin_port"]  # the default (port + 1) follows a changed port
+    if proxy.get("kv_events") is not None:
+        kept_proxy["kv_events"] = proxy["kv_events"]
+    if kept_proxy:
+        keep["proxy"] = kept_proxy
     kept_pool = {k: kv_pool[k] for k in KV_POOL_KEPT if kv_pool.get(k) is not None}
     if kept_pool:
         keep["kv_pool"] = kept_pool

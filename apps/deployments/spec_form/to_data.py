@@ -165,6 +165,8 @@ def _proxy(read: _Reader, kept_top: dict) -> dict:
     if workers and workers != "auto":  # else the default, auto; anything else the spec parser names
         proxy["workers"] = int(workers) if _INT.match(workers) else workers
     kept_proxy = kept_top.get("proxy")
-    if isinstance(kept_proxy, dict) and kept_proxy.get("admin_port") is not None:
-        proxy["admin_port"] = kept_proxy["admin_port"]
+    if isinstance(kept_proxy, dict):
+        for key in ("admin_port", "kv_events"):  # edited in YAML only
+            if kept_proxy.get(key) is not None:
+                proxy[key] = kept_proxy[key]
     return proxy

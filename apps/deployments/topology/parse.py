@@ -32,6 +32,7 @@ from .spec import (
     WEIGHT_BYTES,
     BenchClientSpec,
     InstanceSpec,
+    KvEventsSpec,
     KvPoolSpec,
     ModelProfile,
     ModelSpec,
@@ -451,7 +452,8 @@ MAX_PROXY_WORKERS = 64
 
 
 def _proxy(errors, data) -> ProxySpec:
-    r = _Reader(errors, data, "proxy", ("node", "port"), ("admin_port", "policy", "hash_key", "workers"))
+    r = _Reader(errors, data, "proxy", ("node", "port"), ("admin_port", "policy", "hash_key", "workers",
+                                                              "kv_events"))
     port = r.port("port", 8000)
     # port + 1 may be 65536: validation then reports it on admin_port like any port past the end.
     admin_port = r.port("admin_port", port + 1)
@@ -462,7 +464,14 @@ def _proxy(errors, data) -> ProxySpec:
         workers = "auto"
     return ProxySpec(node=r.text("node", ""), port=port, admin_port=admin_port,
                      policy=r.text("policy", "round_robin", POLICIES), hash_key=r.text("hash_key", None, HASH_KEYS),
-                     workers=workers)
+                     workers=workers, kv_events=_kv_events(errors, r.raw("kv_events")))
+
+
+def _kv_events(errors, data) -> KvEventsSpec | None:
+    if data is None:
+        return None
+    r = _Reader(errors, data, "proxy.kv_events", (), ("port", "replay_port"))
+    return KvEventsSpec(port=r.port("port", 5557), replay_port=r.port("replay_port", None))
 
 
 def _bench(errors, data) -> BenchClientSpec:

@@ -58,6 +58,16 @@ def listener_claims(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[Lis
     # the node like the rest: a wildcard listener there would take it too.
     add(spec.proxy.node, range(spec.proxy.admin_port, spec.proxy.admin_port + 1), "proxy admin port",
         "proxy.admin_port")
+    events = spec.proxy.kv_events
+    if events:  # every Prefill process binds tcp://*:port + its global DP rank (and the replay port likewise)
+        for inst in (i for i in spec.instances if i.role == "prefill"):
+            for node in inst.span:
+                for base, what, field in ((events.port, "KV events", "port"),
+                                          (events.replay_port, "KV events replay", "replay_port")):
+                    if base is not None:
+                        window = ports.kv_events_ports(base, inst, node)
+                        add(node, window, f"{inst.name} {what} port{'s' if len(window) > 1 else ''}",
+                            f"proxy.kv_events.{field}")
     return claims
 
 
@@ -88,6 +98,9 @@ def port_clashes(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Prob
             continue
         free = _free_start(claim, claims, reserved[0] if reserved else None)
         hint = f"set {field} to {free}" if free else "pick a port range that nothing else on this node uses"
+        if clash is not None and clash.path == claim.path:  # one field for both: two Prefills' KV events on a node
+            hint = (f"put {clash.what.split()[0]} and {claim.what.split()[0]} on different nodes (every Prefill "
+                    "publishes on the same port + its DP rank), or remove proxy.kv_events")
         if reserved and reserved[0].start <= claim.ports.start < reserved[0].stop:
             hint += f" (at or above {reserved[0].stop}, clear of the ADXL range)"
         out.append(Problem(claim.path, message, hint))

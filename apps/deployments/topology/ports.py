@@ -64,6 +64,13 @@ def kv_window(inst: InstanceSpec, ranks: tuple[int, ...] | None = None) -> range
     return range(inst.kv_port + min(ranks) * inst.tp, inst.kv_port + (max(ranks) + 1) * inst.tp)
 
 
+def kv_events_ports(base: int, inst: InstanceSpec, node: str) -> range:
+    """Ports the instance's DP ranks on one node publish KV cache events on (or answer replays on): base + global
+    DP rank, as vLLM offsets a --kv-events-config endpoint per rank (docs/kv-events.md)."""
+    ranks = [r for s in engine_slots(inst) if s.node == node for r in s.ranks]
+    return range(base + min(ranks), base + max(ranks) + 1)
+
+
 def uses_dp_rpc(inst: InstanceSpec) -> bool:
     # vLLM only coordinates a DP group (and binds the rpc port) when there is more than one rank.
     return inst.dp > 1

@@ -181,6 +181,16 @@ class StoreSpec:
 
 
 @dataclass(frozen=True)
+class KvEventsSpec:
+    """cache_aware's exact view (pdproxy/README.md "Cache-aware routing", docs/kv-events.md): every Prefill engine
+    publishes its KV cache events (vLLM --kv-events-config) on tcp://*:port + its global DP rank, and answers replay
+    requests on replay_port + rank (None: no replay socket); the proxy subscribes to each. Absent: off."""
+
+    port: int = 5557  # vLLM's default endpoint tcp://*:5557
+    replay_port: int | None = None
+
+
+@dataclass(frozen=True)
 class ProxySpec:
     node: str
     port: int = 8000
@@ -188,6 +198,7 @@ class ProxySpec:
     policy: str = "round_robin"
     hash_key: str | None = None  # consistent_hash only: request_id | client_ip
     workers: int | str = "auto"  # pdproxy --workers: N serving processes, or auto (from the proxy host's cores)
+    kv_events: KvEventsSpec | None = None  # cache_aware only: route by the Prefills' KV cache events
 
 
 @dataclass(frozen=True)

@@ -228,3 +228,14 @@ def _services(spec: TopologySpec, out: list[Problem]) -> None:
     if policy != "consistent_hash" and key is not None:
         out.append(Problem("proxy.hash_key", f"hash_key is only used by consistent_hash, policy is {policy}",
                            "remove hash_key, or set policy: consistent_hash"))
+    if spec.proxy.kv_events is None:
+        return
+    if policy != "cache_aware":
+        out.append(Problem("proxy.kv_events", f"kv_events feeds cache_aware's exact view, policy is {policy}",
+                           "remove kv_events, or set policy: cache_aware"))
+    for inst in spec.instances:
+        if inst.role == "prefill" and "--no-enable-prefix-caching" in inst.extra_args:
+            out.append(Problem(instance_path(spec, inst, "extra_args"), f"{inst.name} runs with "
+                               "--no-enable-prefix-caching: its prefix cache stores no blocks, so it publishes no "
+                               "KV cache events for proxy.kv_events",
+                               "remove --no-enable-prefix-caching from its extra_args, or remove proxy.kv_events"))

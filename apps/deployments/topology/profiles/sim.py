@@ -23,6 +23,9 @@ SIMULATION_ENV = MappingProxyType({
     "SIMCLUSTER_ACCURACY": "simulation.accuracy",
     "SIMCLUSTER_THINK": "simulation.think",
 })
+# The simulated model's tokenizer (simcluster/tokenizer_dir.py), built by `make aisbench` (scripts/aisbench-venv.sh)
+# where controlplane/settings.py's PDCP_SIM_TOKENIZER defaults to; the spec's model.path does not exist on sim nodes.
+SIM_TOKENIZER = "/opt/pdcp-aisbench/sim-tokenizer"
 
 
 class SimProfile(VllmAscendProfile):
@@ -35,6 +38,9 @@ class SimProfile(VllmAscendProfile):
         # Every sim node shares this machine's 127.0.0.1; the node's own loopback address keeps two simulated
         # proxies' admin listeners apart, as two machines' loopbacks would be.
         return node.address
+
+    def tokenizer_dir(self, spec: TopologySpec) -> str:
+        return SIM_TOKENIZER  # every sim node is this machine: the proxy reads the directory the AISBench runs use
 
     def mmc_local_extra(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> dict[str, str]:
         # simcluster/engine reads these: the memcached servers that hold the pool, and how many copies of a block.

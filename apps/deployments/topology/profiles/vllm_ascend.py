@@ -57,6 +57,7 @@ OWNED_FLAGS = MappingProxyType({
     "--max-num-seqs": "max_num_seqs",
     "--max-model-len": "max_model_len",
     "--kv-transfer-config": "role, kv_port, tp, dp, engine_id and kv_pool (the connectors are derived)",
+    "--kv-events-config": "proxy.kv_events",
 })
 OWNED_ENV = MappingProxyType({
     "ASCEND_RT_VISIBLE_DEVICES": "devices",
@@ -89,6 +90,10 @@ class VllmAscendProfile:
 
     def mmc_local_extra(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> dict[str, str]:
         return {}  # the simulator's stand-in keys (sim.py)
+
+    def tokenizer_dir(self, spec: TopologySpec) -> str:
+        """The proxy's --tokenizer for proxy.kv_events: the model's directory (vLLM model dirs hold tokenizer.json)."""
+        return spec.model.path
 
     # -- the plan ---------------------------------------------------------------------------------------
     def render(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> Plan:
@@ -181,6 +186,13 @@ class VllmAscendProfile:
             argv += ["--max-num-seqs", str(inst.max_num_seqs)]
         argv += list(inst.extra_args)
         argv += ["--kv-transfer-config", json.dumps(self._kv_transfer_config(spec, inst), separators=(",", ":"))]
+        events = spec.proxy.kv_events
+        if events and inst.role == "prefill":
+            # A wildcard endpoint: vLLM binds only those (any other one it connects to); each DP rank adds its rank.
+            config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://*:{events.port}"}
+            if events.replay_port is not None:
+                config["replay_endpoint"] = f"tcp://*:{events.replay_port}"
+            argv += ["--kv-events-config", json.dumps(config, separators=(",", ":"))]
         return argv
 
     def _kv_transfer_config(self, spec: TopologySpec, inst: InstanceSpec) -> dict:
@@ -253,6 +265,8 @@ class VllmAscendProfile:
             argv += ["--hash-key", proxy.hash_key]
         if spec.kv_connector == "layerwise":  # the Decodes call back its --host (the node's address)
             argv += ["--pd-flow", "layerwise"]
+        if proxy.kv_events:
+            argv += ["--kv-events", *kv_events_specs(spec, nodes), "--tokenizer", self.tokenizer_dir(spec)]
         argv += ["--workers", str(proxy.workers)]
         argv += ["--admin-host", self.admin_host(node), "--admin-port", str(proxy.admin_port),
                  "--admin-token-file", str(admin_token_path(spec))]  # the deploy job writes it before the start
@@ -260,6 +274,24 @@ class VllmAscendProfile:
             key="proxy", role="proxy", instance=None, node=node.name, address=node.address, dp_rank=None,
             launch=self._launch(spec, "proxy", argv), health_url=f"http://{node.address}:{proxy.port}/healthcheck",
             ports=(proxy.port, proxy.admin_port), kv_port_window=None)
+
+
+def kv_events_specs(spec: TopologySpec, nodes) -> list[str]:
+    """pdproxy --kv-events entries, one per Prefill API server (the --prefill HOST:PORT): the publisher (and replay)
+    endpoint of each DP rank it serves, on the node that runs the rank, at port + global rank."""
+    events, out = spec.proxy.kv_events, []
+    for inst in (i for i in spec.instances if i.role == "prefill"):
+        slots = ports.engine_slots(inst)
+        for api in (s for s in slots if s.api_port is not None):
+            served = slots if inst.dp_style == "internal" else [api]  # internal DP: one API over every node's ranks
+            endpoints = []
+            for slot in served:
+                host = nodes[slot.node].address
+                for r in slot.ranks:
+                    replay = "" if events.replay_port is None else f"|tcp://{host}:{events.replay_port + r}"
+                    endpoints.append(f"tcp://{host}:{events.port + r}{replay}")
+            out.append(f"{nodes[api.node].address}:{api.api_port}={','.join(endpoints)}")
+    return out
 
 
 def policy_args(policy: str) -> list[str]:
