@@ -63,6 +63,9 @@ def spawn(argv, prefix, cpus, cwd=ROOT):
                 return proc, line.strip()
         if proc.poll() is not None:
             break
+    if proc.poll() is None:  # never leave behind what did not start
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
     raise RuntimeError(f"{argv} did not start")
 
 
