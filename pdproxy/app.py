@@ -23,7 +23,9 @@ REFUSAL_CAUSES = {400: "bad_request", 413: "too_large", 414: "url_too_long", 431
 
 
 class ProxyApp:
-    def __init__(self, cfg: Config, initial_state: str = PENDING):
+    def __init__(self, cfg: Config, initial_state: str = PENDING, routes_requests: bool = True):
+        """routes_requests=False: the supervisor of --workers N, which keeps the pools and routes nothing (so it
+        subscribes to no KV cache events and loads no tokenizer)."""
         self.cfg = cfg
         self.pools = {role: BackendPool(role, eject_after_5xx=cfg.eject_after_5xx) for role in ("prefill", "decode")}
         for role, addrs in (("prefill", cfg.prefill), ("decode", cfg.decode)):
@@ -37,7 +39,8 @@ class ProxyApp:
             if policy == "cache_aware":
                 inner = cache_aware[role] = CacheAware(
                     pool, cache_threshold=cfg.cache_threshold, balance_abs=cfg.balance_abs_threshold,
-                    balance_rel=cfg.balance_rel_threshold, cache_chars=cfg.cache_chars, exact=exact_view(cfg))
+                    balance_rel=cfg.balance_rel_threshold, cache_chars=cfg.cache_chars,
+                    exact=exact_view(cfg) if routes_requests else None)
             else:
                 inner = make_balancer(policy, pool, cfg.hash_load_factor)
             self.balancers[role] = Sticky(inner, cfg.sticky_ttl) if cfg.sticky_header else inner

@@ -73,20 +73,20 @@ class Backend:
 class BackendPool:
     """All instances of one role. `version` changes whenever membership or availability changes."""
 
-    def __init__(self, role: str, on_change=None, eject_after_5xx: int = 3):
+    def __init__(self, role: str, eject_after_5xx: int = 3):
         self.role = role
         self.eject_after_5xx = eject_after_5xx  # consecutive 5xx answers that eject an instance (--eject-after-5xx)
         self.backends: list[Backend] = []
         self.version = 0
         self._available: list[Backend] = []
-        self._on_change = on_change
+        self.on_change = None  # the supervisor of --workers N (supervisor.py): told every change, to copy it out
         self.reporter = None  # a worker's link to the supervisor (worker_link.py): told every passive verdict
 
     def _changed(self):
         self.version += 1
         self._available = [b for b in self.backends if b.state == HEALTHY]
-        if self._on_change is not None:
-            self._on_change(self)
+        if self.on_change is not None:
+            self.on_change(self)
 
     def available(self) -> list[Backend]:
         return self._available

@@ -25,7 +25,7 @@ from .errors import Answer
 from .exchange import Exchange
 from .jsonfast import loads
 from .leg_bodies import decode_body, prefill_body
-from .legs import DECODE, Leg, LegRules, NeedPrefill, judge_decode_head
+from .legs import DECODE, Leg, LegRules, NeedPrefill, judge_decode_head, prompt_tokens, read_whole_done
 
 METASERVER_PATH = "/v1/metaserver"
 
@@ -33,17 +33,13 @@ METASERVER_PATH = "/v1/metaserver"
 async def judge_pushed(leg: Leg, ex, lease):
     """A layerwise Prefill's answer, read whole; 2xx means its push is over (it returns no kv_transfer_params).
     Judged: (instance, prompt tokens)."""
-    b, conn = lease.backend, lease.conn
-    raw = await conn.read_body(ex.remaining())
-    lease.done()
-    if conn.status >= 400:
-        leg.refused(ex, b, conn, raw)
+    raw = await lease.conn.read_body(ex.remaining())
+    read_whole_done(leg, ex, lease, raw)
     try:
-        usage = loads(raw)[0].get("usage") or {}
-        tokens = usage.get("prompt_tokens")
-    except (ValueError, UnicodeDecodeError, AttributeError):
-        tokens = 0
-    return b, tokens if isinstance(tokens, int) else 0
+        answer = loads(raw)[0]
+    except (ValueError, UnicodeDecodeError):
+        answer = None
+    return lease.backend, prompt_tokens(answer)
 
 
 PUSHING_PREFILL = LegRules("prefill", judge_pushed, excludes=lambda failure: True, loses_kv=lambda failure: False)

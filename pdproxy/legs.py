@@ -137,13 +137,26 @@ class Leg:
                      content_type=conn.headers.get("content-type", b"application/json"))
 
 
-async def judge_prefill(leg: Leg, ex, lease: BackendLease) -> tuple[Backend, dict, int]:
-    """The answer is read whole; judged: (instance, kv_transfer_params, prompt tokens)."""
-    b, conn = lease.backend, lease.conn
-    raw = await conn.read_body(ex.remaining())
+def read_whole_done(leg: Leg, ex, lease: BackendLease, raw: bytes) -> None:
+    """An answer read whole: its connection goes back; one of 400 or more is refused (Leg.refused)."""
+    conn = lease.conn  # done() lets the lease go of it
     lease.done()
     if conn.status >= 400:
-        leg.refused(ex, b, conn, raw)
+        leg.refused(ex, lease.backend, conn, raw)
+
+
+def prompt_tokens(answer) -> int:
+    """usage.prompt_tokens of an answer, 0 when it has none."""
+    usage = answer.get("usage") if isinstance(answer, dict) else None
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else 0
+    return tokens if isinstance(tokens, int) else 0
+
+
+async def judge_prefill(leg: Leg, ex, lease: BackendLease) -> tuple[Backend, dict, int]:
+    """The answer is read whole; judged: (instance, kv_transfer_params, prompt tokens)."""
+    b = lease.backend
+    raw = await lease.conn.read_body(ex.remaining())
+    read_whole_done(leg, ex, lease, raw)
     try:
         answer, ex.kv_fast = loads(raw)
         kv = answer["kv_transfer_params"]
@@ -152,29 +165,34 @@ async def judge_prefill(leg: Leg, ex, lease: BackendLease) -> tuple[Backend, dic
     except (ValueError, KeyError, TypeError) as exc:
         raise LegFailure("garbage", f"prefill {b.addr} answered 200 without usable kv_transfer_params "
                          f"({type(exc).__name__}: {exc}): {snippet(raw)}", status=502) from None
-    usage = answer.get("usage") or {}
-    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else 0
-    return b, kv, tokens if isinstance(tokens, int) else 0
+    return b, kv, prompt_tokens(answer)
+
+
+async def refuse_decode(leg: Leg, ex, lease: BackendLease):
+    """A Decode answered 400 or more: its (short) body is read for the error, then Leg.refused."""
+    conn = lease.conn  # read_whole lets the lease go of it
+    try:
+        raw = await lease.read_whole(min(5.0, ex.remaining()))
+    except BackendError:
+        raw = b""
+    leg.refused(ex, lease.backend, conn, raw)
 
 
 async def judge_decode_head(leg: Leg, ex, lease: BackendLease):
     """Only the head is read; judged: the open connection, its body still to come (see Leg.serve's `use`)."""
-    conn = lease.conn
-    if conn.status >= 400:
-        try:
-            raw = await lease.read_whole(min(5.0, ex.remaining()))
-        except BackendError:
-            raw = b""
-        leg.refused(ex, lease.backend, conn, raw)
-    return conn
+    if lease.conn.status >= 400:
+        await refuse_decode(leg, ex, lease)
+    return lease.conn
 
 
 async def judge_decode(leg: Leg, ex, lease: BackendLease):
-    """judge_decode_head, and the KV hand-over counted on its Prefill -> Decode edge."""
-    conn = await judge_decode_head(leg, ex, lease)
-    p, prompt_tokens = leg.kv_from
-    ex.flow.metrics.edge(p.addr, lease.backend.addr, prompt_tokens)
-    return conn
+    """As judge_decode_head (no coroutine more on the hot path), and the KV hand-over counted on its Prefill ->
+    Decode edge."""
+    if lease.conn.status >= 400:
+        await refuse_decode(leg, ex, lease)
+    p, tokens = leg.kv_from
+    ex.flow.metrics.edge(p.addr, lease.backend.addr, tokens)
+    return lease.conn
 
 
 PREFILL = LegRules("prefill", judge_prefill, excludes=lambda failure: True, loses_kv=lambda failure: False)

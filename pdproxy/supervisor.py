@@ -71,9 +71,9 @@ class Supervisor:
 
         cfg = self.cfg
         stop = stop_on_signals()
-        self.app = ProxyApp(cfg)
+        self.app = ProxyApp(cfg, routes_requests=False)
         for pool in self.app.pools.values():
-            pool._on_change = self._pools_changed
+            pool.on_change = self._pools_changed
         if self.app.limiter.enabled:
             self.limits_fd = create_shared_file()
         await self.app.health.check_all()

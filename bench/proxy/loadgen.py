@@ -20,43 +20,71 @@ def _addr(text):
     return host, int(port)
 
 
+class Client:
+    """One keep-alive client: `proxy` asks the proxy, `direct` makes both PD legs itself (the floor of any proxy).
+    openloop_gen.py uses it too."""
+
+    def __init__(self, args, body):
+        self.args = args
+        self.body = body
+        self.path = b"/v1/completions"
+
+    async def connect(self, loop):
+        a = self.args
+        if a.mode == "proxy":
+            h, p = _addr(a.proxy)
+            self.conn = await open_connection(loop, h, p, 5)
+            self.req = build_request(b"POST", self.path, a.proxy.encode(), json.dumps(self.body).encode(), [])
+        else:
+            (ph, pp), (dh, dp) = _addr(a.prefill), _addr(a.decode)
+            self.pc = await open_connection(loop, ph, pp, 5)
+            self.dc = await open_connection(loop, dh, dp, 5)
+            self.preq = build_request(b"POST", self.path, a.prefill.encode(), prefill_body(self.body),
+                                      [(b"X-Request-Id", b"x")])
+        return self
+
+    async def one(self) -> int:
+        """One request; its final HTTP status."""
+        if self.args.mode == "proxy":
+            self.conn.send(self.req, 30)
+            await self.conn.read_head()
+            await self.conn.read_body(30)
+            return self.conn.status
+        self.pc.send(self.preq, 30)
+        await self.pc.read_head()
+        kv = json.loads(await self.pc.read_body(30))["kv_transfer_params"]
+        body = dict(self.body, kv_transfer_params=kv)
+        self.dc.send(build_request(b"POST", self.path, self.args.decode.encode(), json.dumps(body).encode(),
+                                   [(b"X-Request-Id", b"x")]), 30)
+        await self.dc.read_head()
+        await self.dc.read_body(30)
+        return self.dc.status
+
+    def close(self):
+        for conn in (getattr(self, name, None) for name in ("conn", "pc", "dc")):
+            if conn is not None:
+                conn.close()
+
+
 async def worker(args, body, stop_at, lat, errors):
-    loop = asyncio.get_running_loop()
-    path = b"/v1/completions"
-    if args.mode == "proxy":
-        ph, pp = _addr(args.proxy)
-        conn = await open_connection(loop, ph, pp, 5)
-        req = build_request(b"POST", path, args.proxy.encode(), json.dumps(body).encode(), [])
-        while time.perf_counter() < stop_at:
-            t0 = time.perf_counter()
-            conn.send(req, 30)
-            await conn.read_head()
-            await conn.read_body(30)
-            lat.append(time.perf_counter() - t0)
-            if conn.status != 200:
-                errors.append(conn.status)
-        conn.close()
-        return
-    (ph, pp), (dh, dp) = _addr(args.prefill), _addr(args.decode)
-    pc = await open_connection(loop, ph, pp, 5)
-    dc = await open_connection(loop, dh, dp, 5)
-    preq = build_request(b"POST", path, args.prefill.encode(), prefill_body(body), [(b"X-Request-Id", b"x")])
+    client = await Client(args, body).connect(asyncio.get_running_loop())
     while time.perf_counter() < stop_at:
         t0 = time.perf_counter()
-        pc.send(preq, 30)
-        await pc.read_head()
-        kv = json.loads(await pc.read_body(30))["kv_transfer_params"]
-        dbody = dict(body)
-        dbody["kv_transfer_params"] = kv
-        dc.send(build_request(b"POST", path, args.decode.encode(), json.dumps(dbody).encode(),
-                              [(b"X-Request-Id", b"x")]), 30)
-        await dc.read_head()
-        await dc.read_body(30)
+        status = await client.one()
         lat.append(time.perf_counter() - t0)
-        if dc.status != 200:
-            errors.append(dc.status)
-    pc.close()
-    dc.close()
+        if status != 200:
+            errors.append(status)
+    client.close()
+
+
+def run(main) -> None:
+    """uvloop when installed, else asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main())
+        return
+    uvloop.run(main())
 
 
 async def main():
@@ -89,9 +117,4 @@ async def main():
 
 
 if __name__ == "__main__":
-    try:
-        import uvloop
-
-        uvloop.run(main())
-    except ImportError:
-        asyncio.run(main())
+    run(main)

@@ -12,50 +12,7 @@ import asyncio
 import json
 import time
 
-from pdproxy.http_client import build_request, open_connection
-from pdproxy.leg_bodies import prefill_body
-
-
-def _addr(text):
-    host, port = text.rsplit(":", 1)
-    return host, int(port)
-
-
-class Client:
-    def __init__(self, args, body):
-        self.args = args
-        self.body = body
-        self.path = b"/v1/completions"
-
-    async def connect(self, loop):
-        a = self.args
-        if a.mode == "proxy":
-            h, p = _addr(a.proxy)
-            self.conn = await open_connection(loop, h, p, 5)
-            self.req = build_request(b"POST", self.path, a.proxy.encode(), json.dumps(self.body).encode(), [])
-        else:
-            (ph, pp), (dh, dp) = _addr(a.prefill), _addr(a.decode)
-            self.pc = await open_connection(loop, ph, pp, 5)
-            self.dc = await open_connection(loop, dh, dp, 5)
-            self.preq = build_request(b"POST", self.path, a.prefill.encode(), prefill_body(self.body),
-                                      [(b"X-Request-Id", b"x")])
-        return self
-
-    async def one(self) -> int:
-        if self.args.mode == "proxy":
-            self.conn.send(self.req, 30)
-            await self.conn.read_head()
-            await self.conn.read_body(30)
-            return self.conn.status
-        self.pc.send(self.preq, 30)
-        await self.pc.read_head()
-        kv = json.loads(await self.pc.read_body(30))["kv_transfer_params"]
-        body = dict(self.body, kv_transfer_params=kv)
-        self.dc.send(build_request(b"POST", self.path, self.args.decode.encode(), json.dumps(body).encode(),
-                                   [(b"X-Request-Id", b"x")]), 30)
-        await self.dc.read_head()
-        await self.dc.read_body(30)
-        return self.dc.status
+from loadgen import Client, run
 
 
 async def main():
@@ -115,9 +72,4 @@ async def main():
 
 
 if __name__ == "__main__":
-    try:
-        import uvloop
-
-        uvloop.run(main())
-    except ImportError:
-        asyncio.run(main())
+    run(main)
