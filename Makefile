@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test system venv services lint bench clean-sim aisbench
+.PHONY: run test reliability system venv services lint bench clean-sim aisbench
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,12 @@ run: system venv services aisbench
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 
 test: system venv services aisbench
-	DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m "not reliability" $(PYTEST_ARGS)
+
+# The heavy fault and load cases of docs/reliability.md (tests marked `reliability`), then the table of their figures.
+reliability: system venv services aisbench
+	DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m reliability tests/reliability $(PYTEST_ARGS)
+	PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) scripts/reliability_report.py
 
 lint: venv
 	$(VENV)/bin/ruff check .
