@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from plainyaml import NoAliasSafeLoader
+from plainyaml import NoAliasSafeLoader, refuse_duplicate_keys
 from plainyaml import short_repr as _show
 
 ALLOWED_TOP = {"version", "credentials", "clusters"}
@@ -77,6 +77,7 @@ class LinedDict(dict):
 
 def _construct_mapping(loader, node):
     loader.flatten_mapping(node)
+    refuse_duplicate_keys(node)
     mapping = LinedDict()
     mapping.lines = {}
     mapping.start_line = node.start_mark.line + 1

@@ -217,7 +217,12 @@ def _model(errors, data) -> ModelSpec:
     for key, value in (("path", path), ("served_name", served_name)):
         if value.startswith("-"):  # the engine would read it as an option (e.g. --worker-extension-cls=...)
             r.bad(key, f"may not start with '-', got {_show(value)}")
+    if len(served_name) > SERVED_NAME_MAX:
+        r.bad("served_name", f"at most {SERVED_NAME_MAX} characters, got {len(served_name)}")
     return ModelSpec(path=path, served_name=served_name, profile=profile)
+
+
+SERVED_NAME_MAX = 200  # what a revision stores of it (Revision.served_model)
 
 
 def _catalog_profile(r: _Reader, name: str) -> ModelProfile:
@@ -265,6 +270,7 @@ _INSTANCE_REQUIRED = ("name", "role", "tp", "api_port", "kv_port")
 _INSTANCE_OPTIONAL = ("node", "nodes", "dp", "dp_style", "devices", "dp_rpc_port", "expert_parallel", "max_num_seqs",
                       "max_model_len", "extra_args", "env", "engine_id")
 ENGINE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+PARALLEL_MAX = 1024  # tp and dp: far above any cluster's dies, and the plan enumerates every rank
 
 
 def _instances(errors, data) -> tuple[InstanceSpec, ...]:
@@ -281,10 +287,13 @@ def _instances(errors, data) -> tuple[InstanceSpec, ...]:
         engine_id = r.text("engine_id", None)
         if engine_id and not ENGINE_ID_RE.match(engine_id):
             r.bad("engine_id", f"expected letters, digits, '_', '.' and '-' (e.g. \"0\"), got {_show(engine_id)}")
+        tp, dp = r.integer("tp", 1), r.integer("dp", 1)
+        for key, value in (("tp", tp), ("dp", dp)):
+            if isinstance(value, int) and value > PARALLEL_MAX:
+                r.bad(key, f"expected at most {PARALLEL_MAX}, got {_show(value)}")
         out.append(InstanceSpec(
             name=name, role=r.text("role", "prefill", ROLES), node=span[0] if span else "",
-            nodes=span if len(span) > 1 else (),
-            tp=r.integer("tp", 1), dp=r.integer("dp", 1), dp_style=r.text("dp_style", "external", DP_STYLES),
+            nodes=span if len(span) > 1 else (), tp=tp, dp=dp, dp_style=r.text("dp_style", "external", DP_STYLES),
             devices=_devices(r), api_port=r.port("api_port", 1), kv_port=r.port("kv_port", 1),
             dp_rpc_port=r.port("dp_rpc_port", None), expert_parallel=r.boolean("expert_parallel", False),
             max_num_seqs=r.integer("max_num_seqs", None), max_model_len=r.integer("max_model_len", None),

@@ -67,12 +67,19 @@ def parse_summary(path: Path) -> dict[tuple[str, str], dict[str, float | None]]:
         models = [c for c in row if c not in SUMMARY_COLUMNS]
         if not models:
             raise OutputError(path, "line 1", "has no model column")
+        for name, where in [(m, "line 1") for m in models] + [(row["dataset"], f"line {number}, column dataset")]:
+            if not _folder_name(name):  # both name files below the run folder
+                raise OutputError(path, where, f"{name[:60]!r} is not a model or dataset name")
         for model in models:
             cell = row[model].strip()
             value = None if cell in ("-", "") else number_with_unit(cell, path, f"line {number}, column {model}")[0]
             metric = row["metric"] if row["metric"] not in ("-", "") else "accuracy"
             out.setdefault((model, row["dataset"]), {})[metric] = value
     return out
+
+
+def _folder_name(name: str) -> bool:
+    return 0 < len(name.encode()) <= 200 and name not in (".", "..") and not any(c in name for c in "/\\\0")
 
 
 def parse_failed(path: Path) -> list[FailedSample]:
@@ -99,7 +106,7 @@ def parse_details(results_json: Path, responses: dict[int, str], failed_ids: set
     samples = []
     for key, item in details.items():
         where = f"details[{key}]"
-        if not key.isdigit() or not isinstance(item, dict):
+        if not (key.isascii() and key.isdigit()) or not isinstance(item, dict):
             raise OutputError(results_json, where, "is not a sample keyed by its id")
         sample_id = int(key)
         extracted = need(item, "predictions", list, results_json, where)

@@ -38,6 +38,8 @@ def read_json(path: Path) -> object:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise OutputError(path, f"line {e.lineno}", f"not valid JSON ({e.msg})") from None
+    except (ValueError, RecursionError) as e:  # nested too deeply; an integer of over 4300 digits
+        raise OutputError(path, "", f"not valid JSON ({str(e)[:80] or 'nested too deeply'})") from None
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
@@ -48,6 +50,8 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise OutputError(path, f"line {number}", f"not valid JSON ({e.msg})") from None
+        except (ValueError, RecursionError) as e:
+            raise OutputError(path, f"line {number}", f"not valid JSON ({str(e)[:80] or 'nested too deeply'})") from None
         if not isinstance(row, dict):
             raise OutputError(path, f"line {number}", "is not a JSON object")
         yield number, row
@@ -57,13 +61,16 @@ def read_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[
     """Rows (with their 1-based line number, the header being line 1) holding every required column."""
     lines = read_text(path).splitlines()
     reader = csv.DictReader(lines)
-    missing = [c for c in required if c not in (reader.fieldnames or [])]
-    if missing:
-        raise OutputError(path, "line 1", f"missing column(s) {', '.join(missing)}")
-    for number, row in enumerate(reader, 2):
-        if None in row or any(v is None for v in row.values()):
-            raise OutputError(path, f"line {number}", "has a different number of cells than the header")
-        yield number, row
+    try:
+        missing = [c for c in required if c not in (reader.fieldnames or [])]
+        if missing:
+            raise OutputError(path, "line 1", f"missing column(s) {', '.join(missing)}")
+        for number, row in enumerate(reader, 2):
+            if None in row or any(v is None for v in row.values()):
+                raise OutputError(path, f"line {number}", "has a different number of cells than the header")
+            yield number, row
+    except csv.Error as e:  # e.g. a cell past csv's field size limit
+        raise OutputError(path, f"line {reader.line_num}", f"not valid CSV ({e})") from None
 
 
 def need(row: dict, key: str, kind: type | tuple[type, ...], path: Path, where: str) -> object:

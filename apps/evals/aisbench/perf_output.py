@@ -6,6 +6,7 @@ numpy_store: row n = the request's time.perf_counter() points as a .npy float64 
 from __future__ import annotations
 
 import ast
+import math
 import sqlite3
 import struct
 from dataclasses import dataclass, field
@@ -96,7 +97,7 @@ def parse_distributions(path: Path) -> list[Distribution]:
                 units.add(unit)
         if len(units) != 1:
             raise OutputError(path, f"line {number}", f"mixes units {sorted(map(str, units))}")
-        if stats["N"] != int(stats["N"]):
+        if not math.isfinite(stats["N"]) or stats["N"] != int(stats["N"]):
             raise OutputError(path, f"line {number}, column N", f"{row['N']!r} is not a count")
         out.append(Distribution(row["Performance Parameters"], row["Stage"], units.pop(),
                                 *(stats[s] for s in DISTRIBUTION_STATS[:-1]), n=int(stats["N"])))
@@ -105,14 +106,14 @@ def parse_distributions(path: Path) -> list[Distribution]:
 
 def npy_float64(blob: bytes, where: str, db: Path) -> list[float]:
     """A 1-D little-endian float64 .npy blob, read without numpy."""
-    if blob[:6] != b"\x93NUMPY" or len(blob) < 10:
+    if blob[:6] != b"\x93NUMPY" or len(blob) < (10 if blob[6:7] == b"\x01" else 12):
         raise OutputError(db, where, "is not a .npy array")
     header_len, start = (struct.unpack_from("<H", blob, 8)[0], 10) if blob[6] == 1 else (
         struct.unpack_from("<I", blob, 8)[0], 12)
     try:
         header = ast.literal_eval(blob[start:start + header_len].decode("latin-1"))
         (count,) = header["shape"]
-        ok = header["descr"] == "<f8" and not header["fortran_order"]
+        ok = header["descr"] == "<f8" and not header["fortran_order"] and type(count) is int and count >= 0
     except (ValueError, SyntaxError, KeyError, TypeError):
         raise OutputError(db, where, "has an unreadable .npy header") from None
     data = blob[start + header_len:]
@@ -129,7 +130,12 @@ def load_time_points(db: Path) -> dict[int, list[float]]:
             rows = conn.execute("SELECT id, arr_blob FROM numpy_store").fetchall()
     except sqlite3.Error as e:
         raise OutputError(db, "numpy_store", f"cannot be read ({e})") from None
-    return {row_id: npy_float64(bytes(blob), f"numpy_store row {row_id}", db) for row_id, blob in rows}
+    out = {}
+    for row_id, blob in rows:
+        if not isinstance(blob, bytes):
+            raise OutputError(db, f"numpy_store row {row_id}", f"holds {type(blob).__name__}, not a .npy array")
+        out[row_id] = npy_float64(blob, f"numpy_store row {row_id}", db)
+    return out
 
 
 def parse_requests(details: Path) -> list[RequestRow]:
@@ -142,7 +148,8 @@ def parse_requests(details: Path) -> list[RequestRow]:
                          int(need(line, "output_tokens", int, details, where)))
         rows.append(row)
         ref, db_name = line.get("time_points"), line.get("db_name")
-        if isinstance(ref, dict) and "__db_ref__" in ref and isinstance(db_name, str) and "/" not in db_name:
+        if isinstance(ref, dict) and isinstance(ref.get("__db_ref__"), int) and isinstance(db_name, str) and (
+                "/" not in db_name):
             if db_name not in databases:
                 databases[db_name] = load_time_points(details.parent / "db_data" / db_name)
             points = databases[db_name].get(ref["__db_ref__"], [])

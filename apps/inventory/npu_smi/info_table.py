@@ -17,6 +17,10 @@ _NO_PROCESS = re.compile(r"^No running processes found in NPU (\d+)$")
 _NPU_CHIP = re.compile(r"^(\d+)\s+(\d+)$")
 
 _ROW2_EXPECTED = "'Chip | Bus-Id | AICore Memory HBM' row"
+# Bounds of what the inventory stores (Npu: positive 32-bit integers, a name of 64 characters); npu-smi never
+# prints more, so a value past them is garbled output.
+_MAX_INT = 2**31 - 1
+_MAX_NAME = 64
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,8 @@ def _row(line: _Line | None, lines: _Lines, n_cells: int, expected: str) -> list
 def _int(value: str, line: _Line, lines: _Lines, what: str) -> int:
     if not value.isdecimal():
         raise _fail(line, lines, f"an integer {what} (not {value!r})")
+    if len(value) > 10 or int(value) > _MAX_INT:
+        raise _fail(line, lines, f"an integer {what} up to {_MAX_INT} (not {value[:40]!r})")
     return int(value)
 
 
@@ -133,7 +139,9 @@ def _parse_die(lines: _Lines, has_phy: bool) -> NpuDie:
     m = _ROW1_ID_NAME.match(c1[0])
     if not m:
         raise _fail(line1, lines, f"{row1_expected} starting with an NPU id")
-    npu_id, name = int(m.group(1)), m.group(2).strip()
+    npu_id, name = _int(m.group(1), line1, lines, "NPU id"), m.group(2).strip()
+    if len(name) > _MAX_NAME:
+        raise _fail(line1, lines, f"an NPU name of at most {_MAX_NAME} characters")
     if not c1[1]:
         raise _fail(line1, lines, f"a health value in NPU {npu_id}'s first row")
     m = _ROW1_METRICS.match(c1[2])
@@ -152,8 +160,8 @@ def _parse_die(lines: _Lines, has_phy: bool) -> NpuDie:
     chip_cell = c2[0].split()
     if len(chip_cell) != (2 if has_phy else 1) or not all(v.isdecimal() for v in chip_cell):
         raise _fail(line2, lines, f"{expected2}, first cell 'Chip{' Phy-ID' if has_phy else ''}'")
-    chip_id = int(chip_cell[0])
-    phy_id = int(chip_cell[1]) if has_phy else None
+    chip_id = _int(chip_cell[0], line2, lines, "chip id")
+    phy_id = _int(chip_cell[1], line2, lines, "Phy-ID") if has_phy else None
     if not _BUS_ID.match(c2[1]):
         raise _fail(line2, lines, f"a PCI bus id like 0000:C1:00.0 in NPU {npu_id}'s second row")
     m = _ROW2_METRICS.match(c2[2])
@@ -201,7 +209,7 @@ def _parse_processes(lines: _Lines) -> tuple[tuple[NpuProcess, ...], tuple[int, 
             break
         stripped = line.text.strip()
         if stripped.startswith("|") and (m := _NO_PROCESS.match(stripped.strip("|").strip())):
-            idle.append(int(m.group(1)))
+            idle.append(_int(m.group(1), line, lines, "NPU id"))
             continue
         cells = _row(line, lines, len(header), "a process row or 'No running processes found in NPU n'")
         m = _NPU_CHIP.match(cells[0])
@@ -211,7 +219,7 @@ def _parse_processes(lines: _Lines) -> tuple[tuple[NpuProcess, ...], tuple[int, 
         if container_col is not None and cells[container_col] != "NA":
             container_pid = _int(cells[container_col], line, lines, "container pid")
         processes.append(NpuProcess(
-            npu_id=int(m.group(1)), chip_id=int(m.group(2)),
+            npu_id=_int(m.group(1), line, lines, "NPU id"), chip_id=_int(m.group(2), line, lines, "chip id"),
             pid=_int(cells[columns["Process id"]], line, lines, "process id"),
             name=cells[columns["Process name"]],
             memory_mb=_int(cells[columns["Process memory(MB)"]], line, lines, "process memory"),
