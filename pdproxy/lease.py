@@ -49,13 +49,21 @@ class ConnectionLease:
                    first_byte_timeout: Callable[[], float]) -> ClientConnection:
         """Send `request` and wait for the answer's head. first_byte_timeout() is asked once a connection is
         there. An idle keep-alive connection the backend closed meanwhile is not the backend's fault: the
-        request goes once more, on the next idle connection or a new one."""
+        request goes once more, on the next idle connection or a new one. When no new one opens, the backend
+        is gone and may have died holding the request: that reset is the failure, not a refused connection
+        (which would tell a Decode leg the KV was never pulled, legs.py)."""
         backend = self.backend
+        reset = None
         for fresh_try in (False, True):
             conn = backend.take_idle()
             reused = conn is not None
             if not reused:
-                conn = await open_connection(loop, backend.host, backend.port, connect_timeout)
+                try:
+                    conn = await open_connection(loop, backend.host, backend.port, connect_timeout)
+                except BackendError:
+                    if reset is None:
+                        raise
+                    raise reset from None
             self.conn = conn
             try:
                 conn.send(request, first_byte_timeout())
@@ -64,6 +72,7 @@ class ConnectionLease:
             except BackendError as exc:
                 if fresh_try or not reused or exc.started or exc.kind != "reset":
                     raise
+                reset = exc
                 self.close()
         raise AssertionError("unreachable")
 
