@@ -1,9 +1,10 @@
 """AscendStore client: KV blocks on several memcached servers, consistent hashing, N replicas.
 
 Placement: a uhashring ring (virtual nodes) over the servers; a key lives on the first `replicas`
-distinct servers its hash meets on the ring, so losing one server loses no block and only moves
-1/N of the keys' primaries. A server that fails is skipped for `retry_after` seconds instead of
-costing a connect timeout on every call.
+distinct servers its hash meets on the ring, so losing one server loses no block while replicas remain
+and only moves 1/N of the keys' primaries. A server that fails is marked down for `retry_after` seconds
+and leaves the ring meanwhile (as memcached clients eject a dead server): its keys' reads and writes go
+to the next live servers on the ring, so writes keep succeeding, and a lost key is a miss, never an error.
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ class AscendStore:
         self._down_until: dict[str, float] = {}
 
     def placement(self, key: str) -> list[str]:
+        """Where the key lives while every server is up."""
         return [node["nodename"] for node in self.ring.range(key, size=self.replicas, unique=True)]
+
+    def _live_servers(self, key: str) -> list[str]:
+        """All servers in the key's ring order, without those marked down."""
+        now = time.monotonic()
+        return [node["nodename"] for node in self.ring.range(key, size=len(self.servers), unique=True)
+                if self._down_until.get(node["nodename"], 0) <= now]
 
     def _client(self, server: str) -> Client:
         if server not in self._clients:
@@ -50,24 +58,31 @@ class AscendStore:
             raise ConnectionError(f"{server}: {exc}") from exc
 
     def put(self, key: str, value: bytes) -> int:
-        """Write to every replica; returns how many accepted it."""
-        stored = 0
-        for server in self.placement(key):
+        """Write to the first `replicas` live servers of the key; returns how many accepted it."""
+        stored = answered = 0
+        for server in self._live_servers(key):
+            if answered == self.replicas:
+                break
             try:
                 stored += bool(self._call(server, "set", key, value, 0, False))
             except ConnectionError:
                 continue
+            answered += 1
         return stored
 
     def get(self, key: str) -> bytes | None:
-        """First replica that answers with the value wins."""
-        for server in self.placement(key):
+        """First of the key's `replicas` live servers that answers with the value wins."""
+        answered = 0
+        for server in self._live_servers(key):
+            if answered == self.replicas:
+                break
             try:
                 value = self._call(server, "get", key)
             except ConnectionError:
                 continue
             if value is not None:
                 return value
+            answered += 1
         return None
 
     def close(self) -> None:
