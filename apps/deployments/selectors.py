@@ -8,7 +8,9 @@ from .models import Deployment, Process, Revision
 
 
 def deployments_with_summary():
-    active = Revision.objects.filter(deployment=OuterRef("pk"), is_active=True)
+    # At most one active revision, so no order: Revision's Meta ordering (by the deployment's name) would join inside
+    # the subquery each time it compiles, which two request threads sharing the viewset's queryset can interleave.
+    active = Revision.objects.filter(deployment=OuterRef("pk"), is_active=True).order_by()
     running = (Process.objects.filter(deployment=OuterRef("pk"), state=ProcessState.RUNNING)
                .order_by().values("deployment").annotate(n=Count("pk")).values("n"))
     revisions = (Revision.objects.filter(deployment=OuterRef("pk"))
