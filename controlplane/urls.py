@@ -15,3 +15,5 @@ urlpatterns = [
     path("", include("apps.audit.urls")),
     path("", include("apps.ui.urls")),
 ]
+
+handler404 = "apps.accounts.api_errors.not_found"

@@ -13,7 +13,9 @@ import uuid
 from collections.abc import Mapping
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import IntegrityError
+from django.db import DataError, IntegrityError
+from django.http import JsonResponse
+from django.views import defaults
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
@@ -118,10 +120,20 @@ def exception_handler(exc, context):
         return invalid_response(errors)
     if isinstance(exc, IntegrityError):
         return Response(error_body(f"conflicts with existing data: {exc}"), status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, DataError):  # a value the database cannot hold (a NUL character in a query parameter)
+        return invalid_response([{"field": None, "message": f"a value the database cannot store: {exc}"}])
     error_id = uuid.uuid4().hex[:12]
     logger.exception("unhandled API error %s", error_id)
     return Response(error_body(f"internal error (reference {error_id}); see the server log"),
                     status=status.HTTP_500_INTERNAL_SERVER_ERROR)
+
+
+def not_found(request, exception):
+    """handler404: a URL below /api/ that no route takes (/api/deployments/x/history/) answers in the Error
+    shape too; pages keep Django's."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("Not found."), status=status.HTTP_404_NOT_FOUND)
+    return defaults.page_not_found(request, exception)
 
 
 def _one_line(data) -> str:
@@ -136,9 +148,11 @@ ERROR_STATUSES = {  # status -> (when it applies, description)
     "403": ("authenticated", "the caller's role does not allow this"),
     "404": ("path parameter", "no such object"),
     "409": ("writes", "conflicts with the object's state or with existing data"),
+    "415": ("body", "the body's Content-Type is not one this operation reads"),
     "500": ("always", "an unexpected error; `detail` quotes a reference to look up in the server log"),
 }
 _WRITES = {"post", "put", "patch", "delete"}
+_BODY = {"post", "put", "patch"}
 
 
 def add_error_responses(result, generator, request, public):
@@ -163,7 +177,8 @@ def add_error_responses(result, generator, request, public):
             responses = operation.setdefault("responses", {})
             for code, (when, description) in ERROR_STATUSES.items():
                 applies = (when == "always" or (when == "authenticated" and operation.get("security"))
-                           or (when == "path parameter" and "{" in path) or (when == "writes" and method in _WRITES))
+                           or (when == "path parameter" and "{" in path) or (when == "writes" and method in _WRITES)
+                           or (when == "body" and method in _BODY))
                 if applies:
                     responses.setdefault(code, {"description": description})
             for code, response in responses.items():

@@ -82,12 +82,18 @@ def node_fetch_host_key(node: Node) -> dict:
 
 def node_pin_host_key(node: Node, *, host_key: str, fingerprint: str) -> Node:
     """Pins a key the operator saw; the fingerprint they confirmed must be the key's own."""
-    from sshexec import host_key_fingerprint
+    from sshexec import SshTargetInvalid, host_key_fingerprint
 
     host_key = host_key.strip()
+    if not host_key:
+        raise ValidationError({"host_key": "paste the key as fetched: '<type> <base64>'"})
     node.host_key = host_key
     node.full_clean(exclude=["cluster", "credential"])
-    if host_key_fingerprint(host_key) != fingerprint.strip():
+    try:
+        presented = host_key_fingerprint(host_key)
+    except SshTargetInvalid as exc:  # the right shape, but not a key (truncated, or another type's data)
+        raise ValidationError({"host_key": str(exc)}) from None
+    if presented != fingerprint.strip():
         raise HostKeyNotConfirmed("the confirmed fingerprint does not belong to this key: fetch the key again")
     node.save(update_fields=["host_key", "updated"])
     return node

@@ -3,6 +3,7 @@
 import contextlib
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.validators import ASCIIUsernameValidator
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
@@ -56,6 +57,12 @@ class UserSerializer(serializers.ModelSerializer):
         model = User
         fields = ["id", "username", "email", "is_active", "role", "password", "last_login", "date_joined"]
         read_only_fields = ["last_login", "date_joined"]
+
+    def validate_username(self, value):
+        """Letters and digits as the schema's pattern reads to every client (ECMA `\\w`: ASCII only), not
+        Django's default (any Unicode letter), so no answer holds a name the schema says cannot be."""
+        ASCIIUsernameValidator()(value)
+        return value
 
     def _actor(self):
         request = self.context.get("request")

@@ -117,7 +117,7 @@ class EvalRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request=None, responses={202: EvalRunDetailSerializer, 409: NOT_NOW})
     @action(detail=True, methods=["post"])
-    def cancel(self, request, pk=None):
+    def cancel(self, request, pk=None, format=None):
         """A pending run ends at once; a running one stops at the runner's next heartbeat."""
         try:
             run = eval_cancel(run=self.get_object(), user=request.user)
@@ -127,7 +127,7 @@ class EvalRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request=None, responses={202: EvalRunDetailSerializer, 409: NOT_NOW})
     @action(detail=True, methods=["post"])
-    def resume(self, request, pk=None):
+    def resume(self, request, pk=None, format=None):
         """A failed or canceled run goes on in a new job, sending only the requests AISBench's cache lacks."""
         try:
             run = eval_resume(run=self.get_object(), user=request.user)
@@ -139,7 +139,7 @@ class EvalRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                                                                              "answers; true: only the right ones")],
                    responses={200: EvalSampleSerializer(many=True)})
     @action(detail=True, methods=["get"], filter_backends=[])
-    def samples(self, request, pk=None):
+    def samples(self, request, pk=None, format=None):
         run = self.get_object()
         correct = request.query_params.get("correct")
         if correct not in (None, "true", "false"):
@@ -221,7 +221,7 @@ class EvalDatasetViewSet(viewsets.GenericViewSet):
     write_role = Role.OPERATOR
 
     @extend_schema(responses={200: DatasetSerializer(many=True)})
-    def list(self, request):
+    def list(self, request, format=None):
         """The catalogue (files an operator provides below PDCP_EVALS_DIR/datasets/) and the uploaded sets."""
         page = self.paginate_queryset(dataset_choices())
         return self.get_paginated_response(DatasetSerializer(page, many=True).data)
@@ -230,7 +230,7 @@ class EvalDatasetViewSet(viewsets.GenericViewSet):
                    responses={201: DatasetSerializer,
                               400: OpenApiResponse(description="a field is invalid (each error names it); a bad line "
                                                                "is named under file, and nothing is stored")})
-    def create(self, request):
+    def create(self, request, format=None):
         """Upload a JSONL set; every line is checked before anything is stored."""
         data = DatasetUploadSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -1,6 +1,7 @@
 """Inventory API: clusters, nodes (discover, host keys), NPUs, credentials, import/export."""
 
 from django.db.models import Count, Q
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import viewsets
 from rest_framework.decorators import action
@@ -63,12 +64,12 @@ class NodeViewSet(viewsets.ModelViewSet):
 
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])
-    def discover(self, request, pk=None):
+    def discover(self, request, pk=None, format=None):
         return job_started(node_discover(self.get_object(), user=request.user))
 
     @extend_schema(request=None, responses={200: HostKeySerializer, 502: OpenApiResponse(description="unreachable")})
     @action(detail=True, methods=["post"], url_path="fetch-host-key")
-    def fetch_host_key(self, request, pk=None):
+    def fetch_host_key(self, request, pk=None, format=None):
         from sshexec import SshError
 
         try:
@@ -78,7 +79,7 @@ class NodeViewSet(viewsets.ModelViewSet):
 
     @extend_schema(request=HostKeyPinSerializer, responses={200: NodeSerializer})
     @action(detail=True, methods=["post"], url_path="pin-host-key")
-    def pin_host_key(self, request, pk=None):
+    def pin_host_key(self, request, pk=None, format=None):
         data = HostKeyPinSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
@@ -124,7 +125,7 @@ EXPORT_FORMATS = ("yaml", "csv")
 class InventoryExportView(APIView):
     @extend_schema(parameters=[OpenApiParameter("as", str, enum=list(EXPORT_FORMATS),
                                                 description="yaml (default): the whole inventory; csv: nodes only")],
-                   responses={(200, "application/yaml"): str, (200, "text/csv"): str})
+                   responses={(200, "application/yaml"): OpenApiTypes.OBJECT, (200, "text/csv"): str})
     def get(self, request):
         unknown = sorted(set(request.query_params) - {"as"})
         if unknown:

@@ -87,7 +87,7 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])
-    def cancel(self, request, pk=None):
+    def cancel(self, request, pk=None, format=None):
         try:
             job = job_cancel(self.get_object(), user=request.user)
         except JobStateError as exc:
@@ -97,7 +97,7 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(parameters=[OpenApiParameter("counter__gt", int, description="only events after this counter")],
                    responses={200: JobEventSerializer(many=True)})
     @action(detail=True, methods=["get"], pagination_class=EventPagination, filterset_class=None)
-    def events(self, request, pk=None):
+    def events(self, request, pk=None, format=None):
         job = self.get_object()
         events = JobEvent.objects.filter(job=job).order_by("counter")
         after = request.query_params.get("counter__gt")
