@@ -53,6 +53,9 @@ if [ "$status" -ne 0 ]; then
 fi
 pdcp deployment show "$name"
 
+step "read the processes' state back from the nodes (starts and stops nothing)"
+pdcp refresh "$name" --wait
+
 step "stop"
 pdcp stop "$name" --wait --stop-grace 3
 pdcp jobs --deployment "$name" --limit 3

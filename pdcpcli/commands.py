@@ -359,6 +359,7 @@ def _simple_job(action: str, label: str):
 
 
 cmd_stop = _simple_job("stop", "stop")
+cmd_refresh = _simple_job("refresh", "read the state back from the nodes of")
 cmd_preflight = _simple_job("preflight", "preflight")
 
 

@@ -7,6 +7,7 @@ user (what the control plane starts over SSH), and the SSH sessions still attach
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -226,3 +227,68 @@ def restart_sshd(state_dir: Path, node_name: str) -> RunningSshNode:
     state.setdefault("pid_starts", {})[f"sshd:{node_name}"] = procs.start_time(node.pid)  # else `down` skips it
     nodestate.write_json(Path(state_dir).resolve() / "state.json", state)
     return node
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                for c in (task / "children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _descendants(pid: int) -> list[int]:
+    out = []
+    for child in _children(pid):
+        out += [child, *_descendants(child)]
+    return out
+
+
+def _is_sshd(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().startswith("sshd")
+    except OSError:
+        return False
+
+
+def _signal(pids, sig) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _listener(state_dir: Path, node_name: str) -> int:
+    return load_state(Path(state_dir).resolve())["pids"][f"sshd:{node_name}"]
+
+
+def freeze_ssh(state_dir: Path, node_name: str) -> list[int]:
+    """Freeze (SIGSTOP) a node's sshd listener and per-connection sshd processes, as a network partition would:
+    nothing more gets through its connections, while the commands its sessions already run go on. Only cut_ssh
+    ends a freeze."""
+    import signal
+
+    listener = _listener(state_dir, node_name)
+    sshd = [listener, *(p for p in _descendants(listener) if _is_sshd(p))]
+    _signal(sshd, signal.SIGSTOP)
+    return sshd
+
+
+def cut_ssh(state_dir: Path, node_name: str) -> list[int]:
+    """Sever a node's SSH: freeze, then kill, its sshd listener and per-connection sshd processes, so its TCP
+    connections drop at once with no output still in them getting through; the commands the sessions ran, and what
+    those started, go on. Returns the killed PIDs; restart_sshd brings the node back."""
+    import signal
+
+    listener = _listener(state_dir, node_name)
+    _signal([listener], signal.SIGSTOP)
+    below = _descendants(listener)
+    sshd = [listener, *(p for p in below if _is_sshd(p))]
+    _signal(sshd, signal.SIGSTOP)
+    _signal(sshd, signal.SIGKILL)
+    # A session's child that became its shell just as a freeze stopped it would stay stopped: let it go on.
+    _signal([p for p in below if p not in sshd], signal.SIGCONT)
+    for pid in sshd:
+        procs.wait_for(lambda p=pid: not pid_alive(p), 5, f"sshd {pid} of {node_name} to die")
+    return sshd

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.db import transaction
 from django.db.models import Max
 
@@ -15,7 +17,14 @@ from .revision_checks import RevisionInvalid, checked_spec
 from .revision_plan import deployment_plan
 from .topology import spec_to_dict, spec_to_yaml
 
-DEPLOYMENT_JOB_KINDS = (JobKind.PREFLIGHT, JobKind.DEPLOY, JobKind.STOP, JobKind.RESTART, JobKind.ROLLING_RESTART)
+DEPLOYMENT_JOB_KINDS = (JobKind.PREFLIGHT, JobKind.DEPLOY, JobKind.STOP, JobKind.RESTART, JobKind.ROLLING_RESTART,
+                        JobKind.REFRESH)
+# Jobs that start or stop processes: when their worker dies, what runs on the nodes is read back (refresh).
+NODE_CHANGING_KINDS = (JobKind.DEPLOY, JobKind.STOP, JobKind.RESTART, JobKind.ROLLING_RESTART)
+# Jobs that must work when the inventory no longer fits the revision (node removed, die bad).
+PLANLESS_KINDS = (JobKind.STOP, JobKind.REFRESH)
+
+logger = logging.getLogger(__name__)
 
 
 class DeploymentBusy(Exception):
@@ -88,7 +97,7 @@ def _job_params(kind: JobKind, params: JobParams | dict | None, **kind_field) ->
 
 
 def _start(kind: JobKind, deployment: Deployment, user, params: JobParams, *, label_extra: str = "") -> Job:
-    if kind != JobKind.STOP:  # stopping must work when the inventory no longer fits (node removed, die bad)
+    if kind not in PLANLESS_KINDS:
         deployment_plan(deployment)  # RevisionInvalid before any job exists
     with transaction.atomic():
         Deployment.objects.select_for_update().get(pk=deployment.pk)
@@ -113,6 +122,28 @@ def deployment_deploy(*, deployment: Deployment, user, params: JobParams | dict 
 
 def deployment_stop(*, deployment: Deployment, user, params: JobParams | dict | None = None) -> Job:
     return _start(JobKind.STOP, deployment, user, _job_params(JobKind.STOP, params))
+
+
+def deployment_refresh(*, deployment: Deployment, user, params: JobParams | dict | None = None) -> Job:
+    """Reads the state of every recorded (and planned) process back from its node into the Process rows."""
+    return _start(JobKind.REFRESH, deployment, user, _job_params(JobKind.REFRESH, params))
+
+
+def refresh_after_lost_worker(job: Job) -> Job | None:
+    """A deploy, stop or restart whose worker died left its nodes in a state no row may tell: read it back, as the
+    swept job's owner. Nothing when another job already acts on the deployment (it reads the nodes itself)."""
+    if job.kind not in NODE_CHANGING_KINDS or job.target_type != Deployment._meta.label_lower:
+        return None
+    deployment = Deployment.objects.filter(pk=job.target_id).first()
+    if deployment is None or deployment.active_revision is None:
+        return None
+    try:
+        refresh = deployment_refresh(deployment=deployment, user=job.created_by)
+    except DeploymentBusy as exc:
+        logger.info("job %s lost its worker; no read-back of %s: %s", job.pk, deployment.name, exc)
+        return None
+    logger.warning("job %s lost its worker: job %s reads %s back from its nodes", job.pk, refresh.pk, deployment.name)
+    return refresh
 
 
 def deployment_restart(*, deployment: Deployment, user, instance: str,

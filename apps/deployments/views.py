@@ -27,6 +27,7 @@ from .services import (
     deployment_create,
     deployment_deploy,
     deployment_preflight,
+    deployment_refresh,
     deployment_restart,
     deployment_rollback,
     deployment_rolling_restart,
@@ -256,7 +257,8 @@ def deployment_job(request, pk, kind):
         return _job_redirect(request, deployment, deployment_restart, {"instance": request.POST.get("instance", "")})
     if kind == "rolling-restart":
         return _job_redirect(request, deployment, deployment_rolling_restart, {"role": request.POST.get("role", "")})
-    starter = {"preflight": deployment_preflight, "deploy": deployment_deploy, "stop": deployment_stop}.get(kind)
+    starter = {"preflight": deployment_preflight, "deploy": deployment_deploy, "stop": deployment_stop,
+               "refresh": deployment_refresh}.get(kind)
     if starter is None:
         messages.error(request, f"unknown action {kind}")
         return redirect("deployments:detail", pk=pk)

@@ -10,6 +10,7 @@ class JobKind(models.TextChoices):
     STOP = "stop", "Stop"
     RESTART = "restart", "Restart instance"
     ROLLING_RESTART = "rolling_restart", "Rolling restart"
+    REFRESH = "refresh", "Read state from nodes"
     EVALUATE = "evaluate", "Evaluate"
 
 

@@ -3,7 +3,7 @@
 import threading
 from dataclasses import dataclass
 
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections
 from django.utils import timezone
 
 from .choices import NodeStepState
@@ -17,6 +17,16 @@ class JobFailed(Exception):
 
 class JobCanceled(Exception):
     pass
+
+
+def reconnect_after(exc: BaseException) -> bool:
+    """True when exc says the database connection itself failed (a database restart or failover, a terminated
+    backend); this thread's broken connections are then dropped, so the next query (the cleanup, the job's last
+    status) opens a new one instead of failing again."""
+    if not isinstance(exc, OperationalError | InterfaceError):
+        return False
+    close_old_connections()
+    return True
 
 
 @dataclass

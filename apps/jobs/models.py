@@ -22,6 +22,8 @@ class Job(models.Model):
     worker = models.CharField(max_length=200, blank=True, help_text="host:pid of the worker that runs it")
     heartbeat = models.DateTimeField(null=True, blank=True)
     event_count = models.PositiveIntegerField(default=0)
+    queued_on = models.CharField(max_length=40, blank=True,
+                                 help_text="run_id of the Redis broker its message went to; empty: not sent yet")
 
     class Meta:
         ordering = ["-created", "-id"]

@@ -8,7 +8,7 @@ from django.db import connections
 from apps.audit.actor import acting_as
 
 from .choices import JobStatus
-from .context import JobCanceled, JobContext, JobFailed
+from .context import JobCanceled, JobContext, JobFailed, reconnect_after
 from .models import Job
 from .registry import HANDLERS
 from .services import job_transition, worker_identity
@@ -49,7 +49,11 @@ def run_job(job_id: int) -> None:
         _last_words(ctx, str(exc))
     except Exception as exc:  # a bug or a broken dependency: say so, keep the traceback in the worker log only
         logger.exception("job %s crashed", job_id)
-        job_transition(job, JobStatus.ERROR, explanation=f"internal error ({type(exc).__name__}); see the worker log")
+        if reconnect_after(exc):
+            why = f"the database connection failed mid-job ({str(exc).strip()[:200]}); the log says what was stopped"
+        else:
+            why = f"internal error ({type(exc).__name__}); see the worker log"
+        job_transition(job, JobStatus.ERROR, explanation=why)
         _last_words(ctx, f"internal error: {type(exc).__name__}: {exc}")
     else:
         job_transition(job, JobStatus.SUCCESSFUL, explanation=ctx.summary or "done")

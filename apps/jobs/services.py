@@ -12,12 +12,14 @@ from django.utils import timezone
 from apps.audit.services import audit_job_started
 from apps.realtime.push import emit
 
+from .broker import broker_run_id
 from .choices import ALLOWED_TRANSITIONS, FINISHED, JobKind, JobStatus
 from .models import Job, JobEvent
 from .queues import job_queue
-from .signals import job_ended
+from .signals import job_ended, job_orphaned
 
 logger = logging.getLogger(__name__)
+QUEUE_SETTLE_SECONDS = 10  # a job younger than this may be in the middle of its first send
 
 
 class JobStateError(Exception):
@@ -26,15 +28,43 @@ class JobStateError(Exception):
 
 def job_create(*, kind: JobKind, target, user, params: dict | None = None, label: str | None = None) -> Job:
     """Creates a pending job and queues it once the transaction commits."""
-    from .tasks import run_job_task
-
     job = Job.objects.create(
         kind=kind, target_type=target._meta.label_lower, target_id=target.pk,
         target_label=label or str(target), params=params or {}, created_by=user,
     )
     audit_job_started(job, user)
-    transaction.on_commit(lambda: run_job_task.apply_async((job.pk,), queue=job_queue(job.kind)))
+    transaction.on_commit(lambda: job_send(job))
     return job
+
+
+def job_send(job: Job, *, run_id: str | None = None) -> bool:
+    """Queues the job's message and records which life of the broker holds it. A broker that is down leaves the job
+    pending with nothing recorded; the sweep sends it once the broker answers (requeue_lost_jobs)."""
+    from .tasks import run_job_task
+
+    run_id = run_id or broker_run_id()
+    try:
+        run_job_task.apply_async((job.pk,), queue=job_queue(job.kind))
+    except Exception as exc:  # kombu's OperationalError, a refused connection: the job stays pending, not lost
+        logger.warning("job %s could not be queued now (%s); the sweep sends it when the broker answers", job.pk, exc)
+        return False
+    if run_id:
+        Job.objects.filter(pk=job.pk).update(queued_on=run_id)
+    return True
+
+
+def requeue_lost_jobs(*, now=None) -> list[int]:
+    """Sends again the pending jobs whose message the broker no longer holds: queued before a Redis restart, or
+    never queued. A job is claimed once (pending -> running), so a message sent twice runs it once."""
+    run_id = broker_run_id()
+    if run_id is None:
+        return []  # the broker is away: the next round
+    settled = (now or timezone.now()) - timedelta(seconds=QUEUE_SETTLE_SECONDS)
+    lost = Job.objects.filter(status=JobStatus.PENDING, created__lt=settled).exclude(queued_on=run_id)
+    sent = [job.pk for job in lost if job_send(job, run_id=run_id)]
+    if sent:
+        logger.warning("jobs %s were queued again: the broker (run_id %s) did not hold their messages", sent, run_id)
+    return sent
 
 
 def worker_identity() -> str:
@@ -111,7 +141,14 @@ def sweep_orphaned_jobs(*, now=None, local_dead_only: bool = False) -> list[int]
             if job_transition(job, JobStatus.FAILED, explanation=why):
                 swept.append(job.pk)
                 logger.warning("job %s marked failed: %s", job.pk, why)
+                transaction.on_commit(lambda job=job: _tell_orphaned(job))
     return swept
+
+
+def _tell_orphaned(job: Job) -> None:
+    for receiver, error in job_orphaned.send_robust(sender=Job, job=job):
+        if isinstance(error, Exception):
+            logger.error("job %s: %r failed on its lost worker: %r", job.pk, receiver, error)
 
 
 def _pid_alive(pid: int) -> bool:

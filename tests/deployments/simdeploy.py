@@ -140,13 +140,14 @@ def run_job_now(starter, deployment, user, **kwargs):
     return Job.objects.get(pk=job.pk)
 
 
-def cluster_fixture(first: int = FIRST):
-    """A module-scoped pytest fixture: the simulated reference cluster on 127.0.10.<first>..., yielding its state."""
+def cluster_fixture(first: int = FIRST, *, without: tuple[str, ...] = ()):
+    """A module-scoped pytest fixture: the simulated reference cluster on 127.0.10.<first>... (less the services
+    named in `without`), yielding its state."""
     import pytest
 
     @pytest.fixture(scope="module")
     def sim():
-        state_dir, state = start_cluster(first)
+        state_dir, state = start_cluster(first, without=without)
         try:
             yield state
         finally:

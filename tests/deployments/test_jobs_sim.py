@@ -317,6 +317,7 @@ def test_a_killed_worker_is_swept_and_stop_finds_what_it_left(inventory, operato
 
     from apps.deployments.services import deployment_deploy, deployment_stop
     from apps.jobs.models import Job
+    from apps.jobs.runner import run_job
     from apps.jobs.services import sweep_orphaned_jobs
 
     deployment = make_deployment(inventory, operator, run_dir,
@@ -343,6 +344,10 @@ def test_a_killed_worker_is_swept_and_stop_finds_what_it_left(inventory, operato
     job.refresh_from_db()
     assert job.status == "failed" and "is gone" in job.explanation
     assert processes_mentioning(run_dir)  # the dead worker could not clean up ...
+    refresh = Job.objects.get(kind="refresh", target_id=deployment.pk, status="pending")  # queued by the sweep
+    run_job(refresh.pk)
+    refresh.refresh_from_db()
+    assert refresh.status == "successful", refresh.explanation
     stopped = run(deployment_stop, deployment, operator)  # ... stop reads every pid file the plan names
     assert stopped.status == "successful", stopped.explanation
     assert not processes_mentioning(run_dir)

@@ -50,13 +50,16 @@ def test_the_demo_script_deploys_and_stops_the_reference_topology(live_stack, si
     assert "created deployment reference-sim" in out and "reference-sim: revision 2 created and active" in out
     deploy = Job.objects.get(kind="deploy")
     stop = Job.objects.get(kind="stop")
+    refresh = Job.objects.get(kind="refresh")
     assert (deploy.status, stop.status) == ("successful", "successful"), (deploy.explanation, stop.explanation)
+    assert refresh.status == "successful" and " running; 0 rows changed" in refresh.explanation, refresh.explanation
     # the progress: one line per change (not a terminal), each node's bar filling up
     nodes = list(deploy.node_summaries.values_list("node", flat=True))
     assert len(nodes) >= 5
     for node in nodes:
         assert any(line.split()[:2] == [node, "[####################]"] for line in out.splitlines()), node
     assert f"job {deploy.pk} deploy {deploy.target_label} successful in " in out
+    assert f"job {refresh.pk} refresh {refresh.target_label} successful in " in out
     assert f"job {stop.pk} stop {stop.target_label} successful in " in out
     assert "done: reference-sim was deployed and stopped" in out
     assert "Traceback" not in result.stderr

@@ -4,20 +4,16 @@ worker started here (its own namespace, stopped by PID)."""
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from apps.jobs.choices import JobKind, JobStatus
 from apps.jobs.models import Job
 from apps.jobs.workers import STALE_SECONDS, live_workers, queue_status, worker_gone, worker_seen
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.reliability.stack_procs import stack_env, start_worker, stop
 
 
 def _job(user=None, status=JobStatus.PENDING, kind=JobKind.DISCOVER):
@@ -111,38 +107,24 @@ def test_a_worker_counts_while_fresh_and_a_stale_entry_is_dropped(own_cache_pref
 
 @pytest.fixture
 def own_worker(transactional_db, settings, tmp_path):
-    """A Celery worker (the flags of tests/e2e/conftest.py) on the ssh queue of a namespace of its own; this test
+    """A solo Celery worker (tests/reliability/stack_procs.py) on the ssh queue of a namespace of its own; this test
     reads the registry under that namespace."""
     import copy
 
     import redis
-    from django.db import connection
 
     namespace = f"pdcp-wt-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    db = connection.settings_dict
-    database_url = (f"sqlite:///{db['NAME']}" if "sqlite" in db["ENGINE"]
-                    else f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}")
     caches = copy.deepcopy(settings.CACHES)
     caches["default"]["KEY_PREFIX"] = namespace
     settings.CACHES = caches
     settings.PDCP_QUEUES = {kind: f"{namespace}.{kind}" for kind in settings.PDCP_QUEUES}
-    env = {**os.environ, "PDCP_NAMESPACE": namespace, "DATABASE_URL": database_url, "PYTHONPATH": str(ROOT),
-           "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
     log = tmp_path / "worker.log"
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-Q", f"{namespace}.ssh",
-                               "--pool=solo", "--without-gossip", "--without-mingle", "--loglevel=INFO"],
-                              cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    worker = start_worker(stack_env(namespace=namespace, DJANGO_SETTINGS_MODULE="controlplane.settings"), log,
+                          f"{namespace}.ssh")
     try:
         yield worker, log
     finally:
-        if worker.poll() is None:
-            os.kill(worker.pid, signal.SIGTERM)
-            try:
-                worker.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.kill(worker.pid, signal.SIGKILL)
-                worker.wait(timeout=10)
+        stop(worker, timeout=20)
         client = redis.Redis.from_url(settings.REDIS_URL)
         keys = list(client.scan_iter(f"*{namespace}*", count=1000))
         if keys:

@@ -5,6 +5,7 @@ from collections.abc import Mapping
 import django_filters
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -30,6 +31,7 @@ from ..services import (
     deployment_delete,
     deployment_deploy,
     deployment_preflight,
+    deployment_refresh,
     deployment_restart,
     deployment_rollback,
     deployment_rolling_restart,
@@ -107,7 +109,7 @@ class DeploymentViewSet(viewsets.ModelViewSet):
     write_role = Role.OPERATOR  # operators own topologies; deleting one is for admins
     role_for_action = {"destroy": Role.ADMIN, "preflight": Role.OPERATOR, "deploy": Role.OPERATOR,
                        "stop": Role.OPERATOR, "restart": Role.OPERATOR, "rolling_restart": Role.OPERATOR,
-                       "activate": Role.OPERATOR}
+                       "refresh": Role.OPERATOR, "activate": Role.OPERATOR}
 
     @extend_schema(responses={201: DeploymentSerializer, 400: INVALID})
     def create(self, request, *args, **kwargs):
@@ -137,7 +139,7 @@ class DeploymentViewSet(viewsets.ModelViewSet):
     @extend_schema(methods=["GET"], responses={200: RevisionSerializer(many=True)})
     @extend_schema(methods=["POST"], request=RevisionCreateSerializer, responses={201: RevisionSerializer, 400: INVALID})
     @action(detail=True, methods=["get", "post"], filterset_class=None)
-    def revisions(self, request, pk=None):
+    def revisions(self, request, pk=None, format=None):
         deployment = self.get_object()
         if request.method == "GET":
             page = self.paginate_queryset(Revision.objects.filter(deployment=deployment)
@@ -156,7 +158,7 @@ class DeploymentViewSet(viewsets.ModelViewSet):
     @extend_schema(request=ActivateSerializer, responses={200: RevisionSerializer, 202: JobSerializer, 400: INVALID,
                                                           409: BUSY})
     @action(detail=True, methods=["post"])
-    def activate(self, request, pk=None):
+    def activate(self, request, pk=None, format=None):
         """Make a revision the active one; with deploy=true this is a rollback (activate, then deploy)."""
         deployment = self.get_object()
         data = ActivateSerializer(data=request.data)
@@ -175,7 +177,7 @@ class DeploymentViewSet(viewsets.ModelViewSet):
     @extend_schema(parameters=[OpenApiParameter("revision", int, description="revision number (default: active)")],
                    responses={200: PlanWithProcessesSerializer, 400: INVALID})
     @action(detail=True, methods=["get"], filterset_class=None)
-    def plan(self, request, pk=None):
+    def plan(self, request, pk=None, format=None):
         """Every command, per stage and node, that a deploy would run; nothing runs. `processes` has each as the docs
         write it (exports, one flag per line, files) next to its exact start line."""
         deployment = self.get_object()
@@ -198,7 +200,7 @@ class DeploymentViewSet(viewsets.ModelViewSet):
                                OpenApiParameter("new", int, description="revision number (default: the newest)")],
                    responses={200: DiffSerializer})
     @action(detail=True, methods=["get"], filterset_class=None)
-    def diff(self, request, pk=None):
+    def diff(self, request, pk=None, format=None):
         """What `new` changes against `old`; by default the newest revision against the active one, so
         `?new=3` alone is "revision 3 against what runs"."""
         deployment = self.get_object()
@@ -217,9 +219,9 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         return Response({"old": numbers["old"].number, "new": numbers["new"].number,
                          "changes": [{"path": p, "old": a, "new": b} for p, a, b in changes]})
 
-    @extend_schema(responses={(200, "application/yaml"): str})
+    @extend_schema(responses={(200, "application/yaml"): OpenApiTypes.OBJECT})  # the topology, as YAML
     @action(detail=True, methods=["get"], url_path="export", filterset_class=None)
-    def export(self, request, pk=None):
+    def export(self, request, pk=None, format=None):
         deployment = self.get_object()
         revision = deployment.active_revision
         body = revision.yaml_text if revision else ""
@@ -244,12 +246,12 @@ class DeploymentViewSet(viewsets.ModelViewSet):
 
     @extend_schema(request=JobParamsSerializer, responses={202: JobSerializer, 400: INVALID, 409: BUSY})
     @action(detail=True, methods=["post"])
-    def preflight(self, request, pk=None):
+    def preflight(self, request, pk=None, format=None):
         return self._job(request, deployment_preflight)
 
     @extend_schema(request=DeployParamsSerializer, responses={202: JobSerializer, 400: INVALID, 409: BUSY})
     @action(detail=True, methods=["post"])
-    def deploy(self, request, pk=None):
+    def deploy(self, request, pk=None, format=None):
         """Deploys the active revision; the job's label ("<name> r<N>") and params.revision_number name it. A
         `revision` in the body must be that one: another is a 400 saying how to deploy it (activate with
         deploy=true)."""
@@ -267,17 +269,25 @@ class DeploymentViewSet(viewsets.ModelViewSet):
 
     @extend_schema(request=JobParamsSerializer, responses={202: JobSerializer, 409: BUSY})
     @action(detail=True, methods=["post"])
-    def stop(self, request, pk=None):
+    def stop(self, request, pk=None, format=None):
         return self._job(request, deployment_stop)
+
+    @extend_schema(request=JobParamsSerializer, responses={202: JobSerializer, 409: BUSY})
+    @action(detail=True, methods=["post"])
+    def refresh(self, request, pk=None, format=None):
+        """Reads the state of every recorded process back from its node (starts and stops nothing): rows become
+        running with the pid found, stopped, or unknown with the reason when a node cannot be asked. Queued by
+        itself when a deploy, stop or restart loses its worker."""
+        return self._job(request, deployment_refresh)
 
     @extend_schema(request=RestartParamsSerializer, responses={202: JobSerializer, 400: INVALID, 409: BUSY})
     @action(detail=True, methods=["post"])
-    def restart(self, request, pk=None):
+    def restart(self, request, pk=None, format=None):
         return self._job(request, deployment_restart, RestartParamsSerializer)
 
     @extend_schema(request=RollingRestartParamsSerializer, responses={202: JobSerializer, 400: INVALID, 409: BUSY})
     @action(detail=True, methods=["post"], url_path="rolling-restart")
-    def rolling_restart(self, request, pk=None):
+    def rolling_restart(self, request, pk=None, format=None):
         return self._job(request, deployment_rolling_restart, RollingRestartParamsSerializer)
 
 
@@ -314,7 +324,7 @@ class ProcessViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     @extend_schema(parameters=[OpenApiParameter("lines", int, description="how many last lines (default 200)")],
                    responses={200: ProcessLogSerializer, 502: OpenApiResponse(description="the node cannot be read")})
     @action(detail=True, methods=["get"], filterset_class=None)
-    def log(self, request, pk=None):
+    def log(self, request, pk=None, format=None):
         """The last lines of the process's log, tailed over SSH now (viewers may read logs)."""
         process = self.get_object()
         lines = request.query_params.get("lines", "200")

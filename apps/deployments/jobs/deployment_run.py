@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from apps.inventory.secrets import is_undecryptable
 from apps.jobs.choices import NodeStepState
-from apps.jobs.context import JobCanceled, JobContext, JobFailed
+from apps.jobs.context import JobCanceled, JobContext, JobFailed, reconnect_after
 from sshexec import LaunchFile, private_dirs_command, remove_files_command, stop_command, tail_command
 from sshexec import probe_commands as remote
 
@@ -99,10 +99,16 @@ class DeploymentRun:
                             + "; ".join(f"{o.node}: {o.error or 'true exited non-zero'}" for o in bad))
 
     # --- reading state -----------------------------------------------------------------------------------
-    def states(self, items: list[Item], *, probe: bool = False) -> dict[str, tuple[str, int | None, bool | None]]:
+    def states(self, items: list[Item], *, probe: bool = False,
+               unreachable: dict[str, str] | None = None) -> dict[str, tuple[str, int | None, bool | None]]:
+        """(state, pid, healthy) per item key. An SSH failure fails the job, unless `unreachable` is given: then it
+        gets key -> the failure, and the item is left out."""
         pairs = [(i.node, remote.check_command(i.pid_file, i.health_url if probe else None)) for i in items]
         out = {}
         for item, o in zip(items, self.fleet.run_many(pairs, timeout=20, quiet=True), strict=True):
+            if o.error and unreachable is not None:
+                unreachable[item.key] = o.error
+                continue
             if o.error:
                 self.fail(item.node, f"reading the state of {item.key} on {item.node} failed: {o.error}")
             try:
@@ -125,14 +131,17 @@ class DeploymentRun:
         self.rows[p.key] = row
         return row
 
-    def mark(self, key: str, state: ProcessState, detail: str = "") -> None:
+    def mark(self, key: str, state: ProcessState, detail: str = "", *, pid: int | None = None) -> None:
+        """Sets a row's state (and its pid, when given: a process found running)."""
         row = self.rows.get(key)
         if row is None:
             return
         row.state, row.state_detail, row.last_job = state, detail[:2000], self.ctx.job
         if state == ProcessState.STOPPED:
             row.stopped_at = timezone.now()
-        row.save(update_fields=["state", "state_detail", "last_job", "stopped_at", "updated"])
+        if pid is not None:
+            row.pid = pid
+        row.save(update_fields=["state", "state_detail", "last_job", "stopped_at", "pid", "updated"])
 
     def start(self, procs: list[PlannedProcess]) -> None:
         if not procs:
@@ -142,6 +151,9 @@ class DeploymentRun:
         self.write_files(procs)
         for p in procs:
             self.ctx.step(f"start {p.key} ({p.role}) on {p.node}: {' '.join(p.launch.argv[:3])} ...", node=p.node)
+            # Recorded before the start is sent: if the connection or this worker dies before the PID comes back,
+            # the process may run, and the row says so (stop and the next deploy find it by its pid file).
+            self.record(p, None, ProcessState.UNKNOWN, "starting: the start was sent, its answer not yet received")
         outcomes = self.fleet.run_many([(p.node, start_line(p)) for p in procs], timeout=START_TIMEOUT)
         failed = None
         for p, o in zip(procs, outcomes, strict=True):
@@ -152,12 +164,16 @@ class DeploymentRun:
                 self.record(p, pid, ProcessState.RUNNING)
                 self.ctx.log(f"{p.key} started, pid {pid}", node=p.node)
                 self.progress(p.node, f"started {p.key}")
-            elif failed is None:
-                why = o.error or f"exit {o.result.exit_status}: {o.result.stderr.strip()[-500:]}"
-                failed = (p, why)
+                continue
+            if o.error:  # the start may have run on the node: its row stays unknown
+                why = o.error
+                self.mark(p.key, ProcessState.UNKNOWN, f"start sent, no answer: {why}")
+            else:
+                why = f"exit {o.result.exit_status}: {o.result.stderr.strip()[-500:]}"
+                self.mark(p.key, ProcessState.FAILED, why)
+            failed = failed or (p, why)
         if failed:
             p, why = failed
-            self.record(p, None, ProcessState.FAILED, why)
             self.fail(p.node, f"step 'start {p.key}' failed on {p.node}: {why}", item=item_of(p))
 
     def write_admin_token(self, node: str) -> None:
@@ -312,8 +328,8 @@ def guarded(run: DeploymentRun, body) -> None:
     except NodeFailure as exc:  # SSH to a node broke mid-step: the operator's problem to fix, not a bug
         run.cleanup_started("failed")
         raise JobFailed(str(exc)) from exc
-    except Exception:
-        run.cleanup_started("internal error")
+    except Exception as exc:
+        run.cleanup_started("the database connection failed" if reconnect_after(exc) else "internal error")
         raise
     finally:
         run.close()
