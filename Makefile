@@ -34,7 +34,7 @@ test: system venv services aisbench
 
 # The heavy fault and load cases of docs/reliability.md (tests marked `reliability`), then the table of their figures.
 reliability: system venv services aisbench
-	DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m reliability tests/reliability $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m reliability $(or $(PYTEST_ARGS),tests/reliability)
 	PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) scripts/reliability_report.py
 
 lint: venv
