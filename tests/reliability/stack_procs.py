@@ -195,13 +195,13 @@ def this_process_on(redis_url: str, settings):
     from controlplane.celery import app
 
     namespace = settings.PDCP_NAMESPACE
+    previous = app.conf.broker_url  # before the settings change: a conf read first below would take the new URL
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
                                            "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": None}],
                                                       "prefix": namespace}}}
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url,
                                    "KEY_PREFIX": namespace}}
     settings.CELERY_BROKER_URL = redis_url
-    previous = app.conf.broker_url
     use_broker(app, redis_url)
     try:
         yield
