@@ -2,6 +2,7 @@
 
 import itertools
 import os
+from pathlib import Path
 
 import pytest
 
@@ -131,3 +132,29 @@ def run_dir():
     path = new_run_dir()
     yield path
     remove_run_dir(path)
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's, never a downloaded browser
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still synchronous.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: scripts/system-packages.sh installs it"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync",
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"])
+        try:
+            yield b
+        finally:
+            from django.db import connections
+
+            # ORM calls made while Playwright runs use a context of their own (greenlets): close its connection.
+            connections.close_all()
+            b.close()

@@ -1,4 +1,5 @@
-"""The whole stack for browser tests: a simulated cluster, daphne, a Celery worker, and Debian's Chromium.
+"""The whole stack for browser tests: a simulated cluster, daphne, a Celery worker, and Debian's Chromium (the
+`browser` fixture of tests/conftest.py).
 
 Everything runs against the test database (transactional tests) and a Redis database of its own, and every
 process is stopped by PID at the end. Addresses 127.0.10.180-.189 belong to these tests.
@@ -17,7 +18,6 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
 E2E_REDIS_DB = os.environ.get("PDCP_E2E_REDIS_DB", "14")  # one e2e run per database at a time
 E2E_REDIS = f"redis://127.0.0.1:6379/{E2E_REDIS_DB}"
 SPEC = {
@@ -132,29 +132,6 @@ def live_stack(transactional_db, tmp_path, settings):
         stop(web)
         stop(worker)
         use_broker(app, os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still synchronous.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: scripts/system-packages.sh installs it"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync",
-            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"])
-        try:
-            yield b
-        finally:
-            from django.db import connections
-
-            # ORM calls made while Playwright runs use a context of their own (greenlets): close its connection.
-            connections.close_all()
-            b.close()
 
 
 @pytest.fixture(scope="module")

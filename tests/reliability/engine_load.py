@@ -64,12 +64,13 @@ class Proc:
         return self.killed_at
 
 
-class Procs:
-    """Engines and a proxy; every process started is killed by PID in stop_all()."""
+class Procs(_procs.Cluster):
+    """Engines and a proxy on given addresses; every process started is killed by PID in stop_all() (the pdproxy
+    suite's Cluster)."""
 
     def __init__(self, time_scale: str = "1.0"):
+        super().__init__()
         self.time_scale = time_scale
-        self.procs: list[subprocess.Popen] = []
 
     def engine(self, role: str, host: str) -> Proc:
         api, kv_port = free_port(host), free_port(host)
@@ -88,10 +89,8 @@ class Procs:
 
     def fake(self, host: str, name: str) -> Proc:
         """tests/pdproxy/fake_backend.py (a Prefill or Decode on demand, with injectable faults)."""
-        proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "pdproxy" / "fake_backend.py"), "--host", host,
-                                 "--name", name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=ROOT, start_new_session=True)
-        self.procs.append(proc)
+        proc = self._spawn([sys.executable, str(ROOT / "tests" / "pdproxy" / "fake_backend.py"), "--host", host,
+                            "--name", name])
         return Proc(name, host, int(read_line(proc, "PORT").split()[1]), proc)
 
     def wait_healthy(self, engines: list[Proc], timeout: float = 30.0) -> None:
@@ -108,30 +107,10 @@ class Procs:
                 time.sleep(0.1)
 
     def proxy(self, host: str, prefills: list[Proc], decodes: list[Proc], *args: str) -> Proc:
-        proc = subprocess.Popen([sys.executable, "-m", "pdproxy", "--host", host, "--port", "0", "--log-level",
-                                 "WARNING", "--prefill", *[p.addr for p in prefills],
-                                 "--decode", *[d.addr for d in decodes], *args],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                                start_new_session=True)
-        self.procs.append(proc)
+        proc = self._spawn([sys.executable, "-m", "pdproxy", "--host", host, "--port", "0", "--log-level", "WARNING",
+                            "--prefill", *[p.addr for p in prefills], "--decode", *[d.addr for d in decodes], *args])
         port = int(read_line(proc, "pdproxy listening").rsplit(":", 1)[1])
         return Proc("proxy", host, port, proc)
-
-    def stop_all(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                try:
-                    os.kill(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        for proc in self.procs:
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
-            for f in (proc.stdout, proc.stderr):
-                if f is not None:
-                    f.close()
 
 
 def proxy_metric(proxy: Proc, name: str, **labels) -> float:

@@ -22,7 +22,6 @@ from tests.e2e.pages import logged_in_page
 pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True), pytest.mark.timeout(400)]
 
 FIRST = 25  # node0 .25 ... proxy .29 (no bench node)
-CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "reliability-password-123"
 REDIS_DOWN_S = 3.0
 JOB_BOUND_S = 180
@@ -48,25 +47,6 @@ def redis(tmp_path):
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API keeps a loop in this thread
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync",
-            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"])
-        try:
-            yield b
-        finally:
-            from django.db import connections
-
-            connections.close_all()
-            b.close()
 
 
 @pytest.fixture
