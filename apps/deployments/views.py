@@ -195,8 +195,9 @@ def deployment_plan_page(request, pk):
     else:
         try:
             _spec, plan = deployment_plan(deployment, revision)
-            context.update(stages=plan_view(plan), text=plan_to_text(plan), profile=plan.profile,
-                           warnings=plan.warnings, hbm=[fit.as_dict() for fit in plan.hbm])
+            context.update(stages=[] if plan.mindie else plan_view(plan), text=plan_to_text(plan),
+                           profile=plan.profile, warnings=plan.warnings, hbm=[fit.as_dict() for fit in plan.hbm],
+                           mindie=plan.mindie, pods=plan.processes if plan.mindie else ())
         except RevisionInvalid as exc:
             context["problems"] = [name_problem(p, revision.spec).as_dict() for p in exc.problems]
     return render(request, "deployments/plan.html", context)

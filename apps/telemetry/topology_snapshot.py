@@ -208,8 +208,9 @@ def _instances(spec: TopologySpec, plan: Plan, rows: dict[str, Process]) -> list
         out.append({
             "id": f"inst:{inst.name}", "name": inst.name, "role": inst.role, "role_colour": ROLE_COLOUR[inst.role],
             "node": inst.node, "nodes": span, "tp": inst.tp, "dp": inst.dp, "dp_local": inst.dp_local,
-            "dp_style": inst.dp_style,
-            "span_label": f"TP{inst.tp} × DP{inst.dp}" + (f" over {len(span)} nodes" if len(span) > 1 else ""),
+            "dp_style": inst.dp_style, "ep": inst.ep if inst.expert_parallel else None,
+            "span_label": f"TP{inst.tp} × DP{inst.dp}" + (f" · EP{inst.ep}" if inst.expert_parallel else "")
+            + (f" over {len(span)} nodes" if len(span) > 1 else ""),
             "kv_port_window": [min(w[0] for w in windows), max(w[1] for w in windows)] if windows else None,
             "ranks": ranks, "slices": [_slice(node, [r for r in ranks if r["node"] == node]) for node in span],
             "hbm": hbm.get(inst.name),  # the HBM fit estimate per die (docs/hbm-fit.md), None when not checked

@@ -338,7 +338,7 @@ function drawInstance(parent, inst, colours) {
     "stroke-dasharray": inst.state ? null : "4 3" }, g);
   const name = text(g, b.x + 8, b.y + 15, `${inst.name}`, { class: "inst-name" });
   text(g, b.x + 16 + textWidth(name), b.y + 15,
-    `${inst.role} · TP${inst.tp} × DP${inst.dp}${inst.dp > 1 ? ` (${inst.dp_style})` : ""} · KV ${windowText(inst.kv_port_window)}`,
+    `${inst.role} · TP${inst.tp} × DP${inst.dp}${inst.dp > 1 ? ` (${inst.dp_style})` : ""}${inst.ep ? ` · EP${inst.ep}` : ""} · KV ${windowText(inst.kv_port_window)}`,
     { class: "inst-sub" });
   text(g, b.x + b.w - 8, b.y + 15, inst.state_label, { class: "state-label", fill: colour, "text-anchor": "end" });
   tip(g, `${inst.name} (${inst.role}) on ${inst.node}: ${inst.state_label}${hbmTip(inst)}`);

@@ -15,6 +15,7 @@ from ..revision_plan import fingerprint
 from ..topology import PlannedProcess, Stage
 from .deployment_run import DeploymentRun, files_by_node, guarded
 from .health_gate import probe, wait_healthy
+from .mindie import mindie_deploy
 from .run_items import Item, item_of, item_of_row
 
 
@@ -26,6 +27,9 @@ def deploy(ctx: JobContext) -> None:
 
 def _deploy(run: DeploymentRun) -> None:
     ctx, plan = run.ctx, run.plan
+    if plan.mindie:
+        mindie_deploy(run)
+        return
     planned = {p.key: p for p in plan.processes}
     unwanted = [item_of_row(r) for k, r in run.rows.items()
                 if k not in planned and r.state != ProcessState.STOPPED]

@@ -57,6 +57,7 @@ class DeploymentRun:
         self.keep = self.options.keep_on_failure
         self.failed_nodes: set[str] = set()
         self.files_written: set[tuple[str, str]] = set()  # (node, path) of the launch files this job wrote
+        self.undeploy = None  # launch_profile mindie: takes down what deploy_ac_job.py submitted (jobs/mindie.py)
 
     # --- progress ----------------------------------------------------------------------------------------
     def planned_steps(self, steps: Counter) -> None:
@@ -277,6 +278,8 @@ class DeploymentRun:
         return failures
 
     def cleanup_started(self, reason: str) -> None:
+        if self.undeploy and not self.keep:
+            self._undeploy(reason)
         if not self.started and not self.files_written:
             return
         keys = ", ".join(p.key for p in self.started)
@@ -295,6 +298,19 @@ class DeploymentRun:
         for node in dict.fromkeys(p.node for p in self.started):
             if node not in self.failed_nodes:
                 self.ctx.node_state(node, NodeStepState.SKIPPED, f"{reason}: what this job started here was stopped")
+
+    def _undeploy(self, reason: str) -> None:
+        try:
+            left = self.undeploy(reason)
+        except (JobFailed, NodeFailure) as exc:
+            self.ctx.log(f"could not undeploy: {exc}", stream="error")
+            return
+        if left:
+            self.ctx.log(f"{len(left)} pods still run after delete.sh: {', '.join(p.name for p in left)}",
+                         stream="error")
+        for key, row in self.rows.items():
+            if row.state != ProcessState.STOPPED and not left:
+                self.mark(key, ProcessState.STOPPED, f"{reason}: undeployed")
 
     def _unused_files(self, stuck_nodes: set[str]) -> dict[str, set[str]]:
         """The launch files this job wrote that no process of the plan still running names (a kept one may read

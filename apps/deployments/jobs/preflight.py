@@ -15,13 +15,17 @@ from sshexec import probe_commands as remote
 from ..choices import ProcessState
 from ..topology import PlannedProcess
 from .deployment_run import DeploymentRun
+from .mindie import mindie_preflight
 
 
 @job_handler(JobKind.PREFLIGHT)
 def preflight(ctx: JobContext) -> None:
     run = DeploymentRun(ctx)
     try:
-        _preflight(run)
+        if run.plan.mindie:
+            mindie_preflight(run)
+        else:
+            _preflight(run)
     finally:
         run.close()
 

@@ -14,6 +14,7 @@ from apps.jobs.registry import job_handler
 
 from ..choices import ProcessState
 from .deployment_run import DeploymentRun
+from .mindie import mindie_refresh
 from .run_items import Item, item_of, item_of_row
 
 
@@ -21,7 +22,10 @@ from .run_items import Item, item_of, item_of_row
 def refresh(ctx: JobContext) -> None:
     run = DeploymentRun(ctx, strict=False)
     try:
-        _refresh(run)
+        if run.plan and run.plan.mindie:
+            mindie_refresh(run)
+        else:
+            _refresh(run)
     finally:
         run.close()
 

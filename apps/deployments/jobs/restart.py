@@ -46,6 +46,9 @@ def _proxy_admin(run: DeploymentRun, proxy: PlannedProcess, p: PlannedProcess, a
 
 def _restart(run: DeploymentRun, instances: list[str]) -> None:
     ctx, plan = run.ctx, run.plan
+    if plan.mindie:
+        raise JobFailed("launch_profile mindie: MindIE's controller restarts its own servers, and a pod is not ours to "
+                        "restart; stop and deploy the deployment instead")
     proxy = next(p for p in plan.processes if p.role == "proxy")
     groups = [[p for p in plan.processes if p.instance == name] for name in instances]
     steps = Counter()

@@ -12,6 +12,7 @@ from apps.jobs.registry import job_handler
 
 from ..choices import ProcessState
 from .deployment_run import DeploymentRun, files_by_node
+from .mindie import mindie_stop
 from .run_items import item_of, item_of_row
 
 
@@ -19,7 +20,10 @@ from .run_items import item_of, item_of_row
 def stop(ctx: JobContext) -> None:
     run = DeploymentRun(ctx, strict=False)
     try:
-        _stop(run)
+        if run.plan and run.plan.mindie:
+            mindie_stop(run)
+        else:
+            _stop(run)
     finally:
         run.close()
 

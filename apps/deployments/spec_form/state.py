@@ -19,7 +19,7 @@ INSTANCE_EDITED = INSTANCE_TEXT + INSTANCE_INTS + ("nodes", "expert_parallel")
 # today, and any field added to InstanceSpec later, so a new field is never dropped by a save from the form.
 INSTANCE_KEPT = tuple(f.name for f in fields(InstanceSpec) if f.name not in INSTANCE_EDITED)
 # store.memory_mb, proxy.admin_port, proxy.kv_events and kv_connector are edited in YAML only
-KEPT_TOP = ("transfer_ports", "store", "proxy", "simulation", "kv_pool", "kv_connector",
+KEPT_TOP = ("transfer_ports", "store", "proxy", "simulation", "kv_pool", "kv_connector", "mindie",
             "model_profile")  # a catalog profile's name, or a spelt-out profile's sizes (PROFILE_KEPT)
 PROFILE_INTS = ("layers", "kv_heads", "head_dim", "attention_heads")
 PROFILE_KEPT = ("weights", "params_b", "expert_params_b", "experts", "unquantized_params_b", "hidden_size",

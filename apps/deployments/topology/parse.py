@@ -24,6 +24,7 @@ from .spec import (
     LAUNCH_PROFILES,
     LOAD_FAILURE_POLICIES,
     MEMCACHE_PROTOCOLS,
+    MINDIE_HARDWARE,
     NAME_RE,
     POLICIES,
     POOL_BACKENDS,
@@ -34,6 +35,8 @@ from .spec import (
     InstanceSpec,
     KvEventsSpec,
     KvPoolSpec,
+    MindieSchedule,
+    MindieSpec,
     ModelProfile,
     ModelSpec,
     ProxySpec,
@@ -131,7 +134,7 @@ def spec_from_dict(data: Any, *, deployment_name: str | None = None) -> Topology
     errors: list[tuple[str, str]] = []
     top = _Reader(errors, data, "", ("model", "instances", "proxy"),
                   ("kv_pool", "store", "bench_client", "launch_profile", "run_dir", "transfer_ports",
-                   "simulation", "kv_connector"))
+                   "simulation", "kv_connector", "mindie"))
     if not top.ok:
         raise SpecError(errors)
     model = _model(errors, top.raw("model", {}))
@@ -142,6 +145,7 @@ def spec_from_dict(data: Any, *, deployment_name: str | None = None) -> Topology
     bench = _optional(top, "bench_client", lambda d: _bench(errors, d))
     transfer = _optional(top, "transfer_ports", lambda d: _transfer(errors, d)) or TransferPortsSpec()
     simulation = _optional(top, "simulation", lambda d: _simulation(errors, d))
+    mindie = _optional(top, "mindie", lambda d: _mindie(errors, d))
     profile = top.text("launch_profile", "vllm-ascend", LAUNCH_PROFILES)
     run_dir = _run_dir(top, profile, deployment_name)
     kv_connector = _kv_connector(top)
@@ -149,7 +153,7 @@ def spec_from_dict(data: Any, *, deployment_name: str | None = None) -> Topology
         raise SpecError(errors)
     return TopologySpec(model=model, instances=instances, proxy=proxy, kv_pool=kv_pool, store=store,
                         bench_client=bench, launch_profile=profile, run_dir=run_dir, transfer_ports=transfer,
-                        simulation=simulation, kv_connector=kv_connector)
+                        simulation=simulation, kv_connector=kv_connector, mindie=mindie)
 
 
 def normal_run_dir(path: str) -> str:
@@ -267,7 +271,8 @@ def _billions(r: _Reader, key: str, default: float | None, *, zero: bool = False
 
 
 _INSTANCE_REQUIRED = ("name", "role", "tp", "api_port", "kv_port")
-_INSTANCE_OPTIONAL = ("node", "nodes", "dp", "dp_style", "devices", "dp_rpc_port", "expert_parallel", "max_num_seqs",
+_INSTANCE_OPTIONAL = ("node", "nodes", "dp", "dp_style", "devices", "dp_rpc_port", "expert_parallel", "ep_size",
+                      "max_num_seqs",
                       "max_model_len", "extra_args", "env", "engine_id")
 ENGINE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 PARALLEL_MAX = 1024  # tp and dp: far above any cluster's dies, and the plan enumerates every rank
@@ -296,6 +301,7 @@ def _instances(errors, data) -> tuple[InstanceSpec, ...]:
             nodes=span if len(span) > 1 else (), tp=tp, dp=dp, dp_style=r.text("dp_style", "external", DP_STYLES),
             devices=_devices(r), api_port=r.port("api_port", 1), kv_port=r.port("kv_port", 1),
             dp_rpc_port=r.port("dp_rpc_port", None), expert_parallel=r.boolean("expert_parallel", False),
+            ep_size=r.integer("ep_size", None, maximum=PARALLEL_MAX * PARALLEL_MAX),
             max_num_seqs=r.integer("max_num_seqs", None), max_model_len=r.integer("max_model_len", None),
             extra_args=_extra_args(r), env=_env(r), engine_id=engine_id))
     return tuple(out)
@@ -503,3 +509,74 @@ def _simulation(errors, data) -> SimulationSpec:
         r.bad("accuracy", f"expected a number from 0 to 1, got {_show(accuracy)}")
         accuracy = 1.0
     return SimulationSpec(answer_book=book, accuracy=float(accuracy), think=r.boolean("think", False))
+
+
+_MINDIE_OPTIONAL = ("job_id", "image_name", "hardware_type", "weight_mount_path", "max_seq_len", "max_input_token_len",
+                    "prefill", "decode", "ready_timeout_s", "extra")
+# deploy_config.job_id is a Kubernetes namespace: an RFC 1123 label
+K8S_NAMESPACE_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
+MINDIE_SCHEDULE = {"max_prefill_batch_size": "maxPrefillBatchSize", "max_prefill_tokens": "maxPrefillTokens",
+                   "max_batch_size": "maxBatchSize", "max_iter_times": "maxIterTimes"}
+
+
+def _mindie(errors, data) -> MindieSpec:
+    r = _Reader(errors, data, "mindie", ("deploy_host", "scripts_dir"), _MINDIE_OPTIONAL)
+    scripts_dir = r.text("scripts_dir", "")
+    if scripts_dir:
+        try:
+            scripts_dir = normal_run_dir(scripts_dir)
+        except ValueError as exc:
+            r.bad("scripts_dir", str(exc))
+    job_id = r.text("job_id", "mindie")
+    if job_id and not K8S_NAMESPACE_RE.match(job_id):
+        r.bad("job_id", f"expected a Kubernetes namespace (lowercase letters, digits, '-', at most 63), got {_show(job_id)}")
+    image = r.text("image_name", "mindie:latest")
+    if image and not IMAGE_RE.match(image):
+        r.bad("image_name", f"expected an image reference like mindie:2.1.RC1-800I-A3, got {_show(image)}")
+    weights = r.text("weight_mount_path", None)
+    if weights:
+        try:
+            weights = normal_run_dir(weights)
+        except ValueError as exc:
+            r.bad("weight_mount_path", str(exc))
+    extra = r.raw("extra", {})
+    if not isinstance(extra, Mapping):
+        r.bad("extra", f"expected a JSON object of user_config.json fields, got {_show(extra)}")
+        extra = {}
+    else:
+        _json_only(errors, "mindie.extra", extra)
+    return MindieSpec(
+        deploy_host=r.text("deploy_host", ""), scripts_dir=scripts_dir, job_id=job_id, image_name=image,
+        hardware_type=r.text("hardware_type", None, MINDIE_HARDWARE), weight_mount_path=weights,
+        max_seq_len=r.integer("max_seq_len", None), max_input_token_len=r.integer("max_input_token_len", None),
+        prefill=_schedule(errors, r.raw("prefill", {}), "mindie.prefill"),
+        decode=_schedule(errors, r.raw("decode", {}), "mindie.decode"),
+        ready_timeout_s=r.integer("ready_timeout_s", 1800, minimum=10, maximum=24 * 3600),
+        extra=MappingProxyType(dict(extra)))
+
+
+def _schedule(errors, data, path: str) -> MindieSchedule:
+    r = _Reader(errors, data, path, (), tuple(MINDIE_SCHEDULE))
+    return MindieSchedule(**{key: r.integer(key, None, maximum=10_000_000) for key in MINDIE_SCHEDULE})
+
+
+def _json_only(errors, path: str, value: Any) -> None:
+    """What json.dumps writes back as it was read: objects with string keys, lists, strings, finite numbers,
+    booleans and null."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str) or not key or "\0" in key:
+                errors.append((path, f"expected string keys, got {_show(key)}"))
+                continue
+            _json_only(errors, f"{path}.{key}", item)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _json_only(errors, f"{path}[{i}]", item)
+    elif isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        errors.append((path, f"expected a finite number, got {_show(value)}"))
+    elif value is not None and not isinstance(value, str | int | float | bool):
+        errors.append((path, f"expected a JSON value (object, list, string, number, true/false, null), "
+                             f"got {_show(value)}"))
+    elif isinstance(value, str) and "\0" in value:
+        errors.append((path, "a NUL character cannot be written to user_config.json"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from sshexec import LaunchSpec
 
@@ -33,11 +34,30 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class MindiePlan:
+    """launch_profile mindie: Kubernetes starts the pods, the deploy host's scripts start Kubernetes (docs/mindie.md).
+    The plan's processes are the pods it expects, for the picture; this says what a job runs."""
+
+    deploy_host: str
+    address: str
+    scripts_dir: str
+    job_id: str
+    user_config_path: PurePosixPath
+    user_config: str  # the JSON text written there
+    deploy: str  # the shell lines, in order
+    ready: str
+    pods: str
+    delete: str
+    ready_timeout_s: int
+
+
+@dataclass(frozen=True)
 class Plan:
     profile: str
     stages: tuple[Stage, ...]
     warnings: tuple[str, ...] = ()  # renders, but may not mean what was written (topology/plan_warnings.py)
     hbm: tuple[DieFit, ...] = ()  # each instance's HBM per die (topology/hbm_fit.py), set by build_plan
+    mindie: MindiePlan | None = None
 
     @property
     def processes(self) -> tuple[PlannedProcess, ...]:
@@ -48,6 +68,8 @@ def plan_to_text(plan: Plan) -> str:
     """What the operator reads before anything runs: per stage, per node, each process as the docs write it (files,
     exports, the program with one flag per line: plan_view) and then the exact line a deploy sends, with the wrapper
     (run-dir checks, pid file, log, setsid) the docs leave out."""
+    if plan.mindie:
+        return mindie_plan_text(plan)
     lines = [f"# launch profile: {plan.profile}; {len(plan.processes)} processes in {len(plan.stages)} stages"]
     if plan.hbm:
         lines.append("# HBM per die (docs/hbm-fit.md):")
@@ -62,4 +84,23 @@ def plan_to_text(plan: Plan) -> str:
                 lines.append(p.text)
                 lines.append(f"# {p.key} exactly as a deploy starts it (run-dir checks, pid file, log, setsid):")
                 lines.append(p.start_line)
+    return "\n".join(lines) + "\n"
+
+
+def mindie_plan_text(plan: Plan) -> str:
+    """What a MindIE deploy does on its deploy host, the file it writes, and the pods Kubernetes should run."""
+    m = plan.mindie
+    lines = [f"# launch profile: mindie; {len(plan.processes)} pods expected; everything runs through "
+             f"{m.deploy_host} ({m.address}), Kubernetes namespace {m.job_id}"]
+    if plan.hbm:
+        lines.append("# HBM per die (docs/hbm-fit.md):")
+        lines += [f"#   {fit.as_dict()['text']}" for fit in plan.hbm]
+    lines += [f"\n## 1. write {m.user_config_path} on {m.deploy_host}", m.user_config.rstrip(),
+              "\n## 2. deploy (output streamed into the job)", m.deploy,
+              f"\n## 3. wait up to {m.ready_timeout_s} s for the coordinator's ready line", m.ready,
+              "\n## 4. read where Kubernetes placed the pods", m.pods,
+              "\n## stop", m.delete, "\n## pods expected (node: pod, devices)"]
+    for p in plan.processes:
+        devices = p.launch.env.get("ASCEND_RT_VISIBLE_DEVICES", "")
+        lines.append(f"# {p.node} ({p.address}): {p.key} {p.role}{f' devices {devices}' if devices else ''}")
     return "\n".join(lines) + "\n"

@@ -18,7 +18,7 @@ ROLES = ("prefill", "decode")
 DP_STYLES = ("external", "internal")
 POLICIES = ("round_robin", "least_conn", "consistent_hash", "cache_aware")  # pdproxy's; cache_aware: Prefill only
 HASH_KEYS = ("request_id", "client_ip")
-LAUNCH_PROFILES = ("vllm-ascend", "sim")
+LAUNCH_PROFILES = ("vllm-ascend", "sim", "mindie")
 POOL_BACKENDS = ("mooncake", "memcache")  # AscendStoreConnector backends we render (docs/ascend-pd-launch-facts.md §3)
 LOAD_FAILURE_POLICIES = ("fail", "recompute")
 # The P/D connector: pull = MooncakeConnectorV1 (D pulls from P), layerwise = MooncakeLayerwiseConnector (P pushes into
@@ -29,7 +29,7 @@ SIZE_RE = re.compile(r"^[1-9][0-9]*GB$")  # Mooncake's global_segment_size and M
 # Where run_dir goes when a spec leaves it out (<root>/<deployment name>): out of world-writable places, where another
 # local user could plant the pid and log files first (the start refuses such a run dir). The simulated nodes' login
 # user `simnode` is unprivileged, so the sim's root is its private pdcp-runs (simcluster/rundirs.py).
-DEFAULT_RUN_ROOT = {"vllm-ascend": "/var/lib/pdcp", "sim": "/home/simnode/pdcp-runs"}
+DEFAULT_RUN_ROOT = {"vllm-ascend": "/var/lib/pdcp", "sim": "/home/simnode/pdcp-runs", "mindie": "/var/lib/pdcp"}
 KV_LAYOUTS = ("mha", "mla")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1}
 # Bytes per weight parameter by the checkpoint's format as the engine loads it (docs/hbm-fit.md); w8a8 is
@@ -113,6 +113,9 @@ class InstanceSpec:
     kv_port: int = 30000  # base of the KV side-channel window (ports.kv_window)
     dp_rpc_port: int | None = None  # needed when dp > 1
     expert_parallel: bool = False
+    # Expert-parallel group size: MindIE's moe_ep (moe_tp = tp * dp / ep_size); vLLM's EP group is always tp * dp.
+    # None = tp * dp when expert_parallel is on.
+    ep_size: int | None = None
     max_num_seqs: int | None = None
     max_model_len: int | None = None
     extra_args: tuple[str, ...] = ()  # engine flags: "--flag" optionally followed by one value
@@ -138,6 +141,13 @@ class InstanceSpec:
     @property
     def npus_total(self) -> int:
         return self.tp * self.dp
+
+    @property
+    def ep(self) -> int:
+        """The expert-parallel group size in effect (1 without expert parallelism)."""
+        if not self.expert_parallel:
+            return 1
+        return self.ep_size or self.npus_total
 
 
 @dataclass(frozen=True)
@@ -230,6 +240,40 @@ class SimulationSpec:
     think: bool = False
 
 
+MINDIE_HARDWARE = ("800I_A2", "800I_A3")  # user_config.json deploy_config.hardware_type
+
+
+@dataclass(frozen=True)
+class MindieSchedule:
+    """BackendConfig.ScheduleConfig of one role's servers (None = MindIE's own default, left out of the file)."""
+
+    max_prefill_batch_size: int | None = None  # maxPrefillBatchSize
+    max_prefill_tokens: int | None = None  # maxPrefillTokens
+    max_batch_size: int | None = None  # maxBatchSize
+    max_iter_times: int | None = None  # maxIterTimes
+
+
+@dataclass(frozen=True)
+class MindieSpec:
+    """launch_profile mindie only (docs/mindie.md): where MindIE's Kubernetes deploy scripts run and what
+    user_config.json says beyond what the instances already say. The proxy block names the coordinator's node and
+    its predict (port) and manage (admin_port) ports; MindIE's coordinator replaces pdproxy."""
+
+    deploy_host: str  # the node that runs deploy_ac_job.py, kubectl and delete.sh
+    scripts_dir: str  # MindIE's kubernetes_deploy_scripts directory on deploy_host
+    job_id: str = "mindie"  # deploy_config.job_id, also the Kubernetes namespace
+    image_name: str = "mindie:latest"
+    hardware_type: str | None = None  # None = from the Prefill nodes' hardware
+    weight_mount_path: str | None = None  # None = model.path
+    max_seq_len: int | None = None  # ModelDeployConfig.maxSeqLen; None = the instances' max_model_len or 8192
+    max_input_token_len: int | None = None  # ModelDeployConfig.maxInputTokenLen
+    prefill: MindieSchedule = MindieSchedule()
+    decode: MindieSchedule = MindieSchedule()
+    ready_timeout_s: int = 1800  # how long a deploy waits for the coordinator's ready line
+    # Any other user_config.json field, deep-merged over the rendered file; it may not change a rendered field.
+    extra: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+
+
 @dataclass(frozen=True)
 class TopologySpec:
     model: ModelSpec
@@ -243,6 +287,7 @@ class TopologySpec:
     transfer_ports: TransferPortsSpec = TransferPortsSpec()
     simulation: SimulationSpec | None = None
     kv_connector: str = "pull"  # KV_CONNECTORS
+    mindie: MindieSpec | None = None
 
     def instance(self, name: str) -> InstanceSpec:
         return next(i for i in self.instances if i.name == name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .engine_rules import engine_allowed, engine_owned, simulation_rules
 from .hbm_rules import fit_problems
+from .mindie_rules import expert_parallel_rules, mindie_rules
 from .node_facts import NodeFacts
 from .placement import assign_devices
 from .pool_rules import pool_rules
@@ -28,6 +29,7 @@ def validate_topology(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[P
     _devices(spec, nodes, out)
     _tp(spec, out)
     _pd_sizes(spec, out)
+    expert_parallel_rules(spec, out)
     fit_problems(spec, nodes, out)
     engine_owned(spec, out)
     engine_allowed(spec, out)
@@ -35,6 +37,7 @@ def validate_topology(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[P
     pool_rules(spec, out)
     _services(spec, out)
     port_clashes(spec, nodes, out)
+    mindie_rules(spec, nodes, out)
     return out
 
 

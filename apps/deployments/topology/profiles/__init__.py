@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from .base import LaunchProfile
+from .mindie import MindieProfile
 from .sim import SimProfile
 from .vllm_ascend import VllmAscendProfile
 
-PROFILES: dict[str, LaunchProfile] = {"vllm-ascend": VllmAscendProfile(), "sim": SimProfile()}
+PROFILES: dict[str, LaunchProfile] = {"vllm-ascend": VllmAscendProfile(), "sim": SimProfile(), "mindie": MindieProfile()}
 
 
 def get_profile(name: str) -> LaunchProfile:
     return PROFILES[name]
 
 
-__all__ = ["PROFILES", "LaunchProfile", "SimProfile", "VllmAscendProfile", "get_profile"]
+__all__ = ["PROFILES", "LaunchProfile", "MindieProfile", "SimProfile", "VllmAscendProfile", "get_profile"]
