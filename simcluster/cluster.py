@@ -1,7 +1,7 @@
 """`up`, `down`, `status`: bring the whole simulated cluster up on one machine and take it down by PID.
 
-state.json in the state dir records every PID `up` started; `down` stops those, every engine
-registered in a node dir, every process whose pid file lies in a node dir and belongs to the login
+state.json in the state dir records every PID `up` started; `down` stops those, every simulated MindIE pod
+recorded below `kube/` (simcluster/mindie/kube.py), every engine registered in a node dir, every process whose pid file lies in a node dir and belongs to the login
 user (what the control plane starts over SSH), and the SSH sessions still attached to each sshd.
 """
 
@@ -16,6 +16,8 @@ from pathlib import Path
 import yaml
 
 from simcluster import nodestate, procs, rundirs, runtime, shims
+from simcluster.mindie import kube
+from simcluster.mindie import publish as mindie_publish
 from simcluster.spec import HARDWARE
 from simcluster.sshnode import (
     LOGIN_USER,
@@ -95,6 +97,8 @@ def up(spec: dict, state_dir: Path = DEFAULT_STATE_DIR) -> dict:
     state = {"spec": spec, "pids": pids, "pid_starts": {}, "nodes": {}, "started": time.time()}
     try:
         bin_dir = shims.write_shims(state_dir / "bin", runtime.publish())
+        mindie_publish.publish_scripts()
+        _login_user_dir(kube.kube_root(state_dir))
         services = _services(spec, state_dir, pids)
         for n in spec["nodes"]:
             ndir = state_dir / "nodes" / n["name"]
@@ -121,6 +125,22 @@ def up(spec: dict, state_dir: Path = DEFAULT_STATE_DIR) -> dict:
     nodestate.write_json(state_dir / "state.json", state)
     state["seconds"] = round(time.monotonic() - t0, 2)
     return state
+
+
+def _login_uid() -> int:
+    import pwd
+
+    return pwd.getpwnam(LOGIN_USER).pw_uid
+
+
+def _login_user_dir(path: Path) -> None:
+    """A directory the login user writes (the simulated Kubernetes' state, simcluster/mindie/kube.py)."""
+    import pwd
+
+    pw = pwd.getpwnam(LOGIN_USER)
+    path.mkdir(exist_ok=True)
+    os.chown(path, pw.pw_uid, pw.pw_gid)
+    path.chmod(0o755)
 
 
 def _record_starts(state: dict) -> None:
@@ -187,6 +207,9 @@ def down(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     state_dir = Path(state_dir).resolve()
     state = load_state(state_dir)
     stopped = []
+    for namespace, pod, pid in kube.running_pod_pids(state_dir, _login_uid()):  # the simulated MindIE's pods
+        if procs.stop_pid(pid):
+            stopped.append(f"pod:{namespace}/{pod}:{pid}")
     for name, info in state.get("nodes", {}).items():
         for pid in node_processes(Path(info["dir"])):
             if procs.stop_pid(pid):

@@ -1,5 +1,5 @@
 """The bin dir every sim node's SSH sessions see first on PATH: npu-smi, vllm, pdproxy, mooncake_master, memcached,
-ais_bench.
+ais_bench, kubectl and simcluster-mindie (the simulated MindIE, simcluster/mindie/).
 
 The shims run the login user's python on the node runtime `simcluster.runtime.publish()` placed where that
 user can read it, never on the checkout or the venv: those may sit below a directory only root can enter.
@@ -39,6 +39,8 @@ def write_shims(bin_dir: Path, runtime: NodeRuntime) -> Path:
         "pdproxy": 'exec "$PY" -m pdproxy "$@"',
         # mooncake.cli execs the bundled ELF, so the PID the launcher records is the master's.
         "mooncake_master": 'exec "$PY" -m mooncake.cli "$@"',
+        "kubectl": 'exec "$PY" -m simcluster.mindie kubectl "$@"',
+        "simcluster-mindie": 'exec "$PY" -m simcluster.mindie "$@"',  # what the MindIE deploy scripts re-exec
         "memcached": f'exec {shlex.quote(shutil.which("memcached") or "/usr/bin/memcached")} "$@"',
     }
     scripts = {name: pro + body + "\n" for name, body in bodies.items()}

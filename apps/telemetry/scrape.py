@@ -329,6 +329,8 @@ def engine_values(samples: Samples) -> dict:
 
 def proxy_values(samples: Samples) -> dict:
     if not any(name.startswith("pdproxy_") for name in samples):
+        if "request_received_total" in samples:
+            return coordinator_values(samples)
         raise ExpositionError("no pdproxy_ metrics in the exposition")
     reqs = _by_label(samples, "pdproxy_edge_requests_total", "prefill", "decode")
     toks = _by_label(samples, "pdproxy_edge_prompt_tokens_total", "prefill", "decode")
@@ -348,6 +350,14 @@ def proxy_values(samples: Samples) -> dict:
         "ttft_count": _total(samples, "pdproxy_time_to_first_token_seconds_count"),
         "ttft_sum": _total(samples, "pdproxy_time_to_first_token_seconds_sum"),
     }
+
+
+def coordinator_values(samples: Samples) -> dict:
+    """MindIE's coordinator (docs/mindie.md): its request and TTFT totals; it names no P/D pair per request, so the
+    picture draws no per-edge flow for it."""
+    return {"edges": [], "backends": [], "requests": _total(samples, "request_received_total"),
+            "ttft_count": _total(samples, "time_to_first_token_seconds_count"),
+            "ttft_sum": _total(samples, "time_to_first_token_seconds_sum")}
 
 
 OTHER_EXPORTERS = (("vllm:", "a vLLM engine's"), ("pdproxy_", "the PD proxy's"))

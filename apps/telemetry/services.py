@@ -44,11 +44,13 @@ MAX_PARALLEL = 16
 LOCK_TTL_S = 15  # one round of a deployment at a time: overlapping rounds would make nonsense rates
 
 
-def scrape_targets(processes: list[Process], *, pool_backend: str = "mooncake") -> list[TargetInfo]:
+def scrape_targets(processes: list[Process], *, pool_backend: str = "mooncake",
+                   launch_profile: str = "") -> list[TargetInfo]:
     """Where each running process exposes /metrics: engines and the proxy on their API port, mooncake_master on
     its metrics port (its second port; the first is RPC). Headless engine processes (internal DP secondaries) have
     no API server and no port: their ranks are counted by their instance's head. A MemCache MetaService's metrics
-    page has no format we know (docs/ascend-pd-launch-facts.md §3.4): it is not read."""
+    page has no format we know (docs/ascend-pd-launch-facts.md §3.4): it is not read. MindIE's coordinator (the
+    proxy of launch_profile mindie) serves its metrics on its manage port, the second (docs/mindie.md)."""
     out = []
     for p in processes:
         if p.role not in SCRAPED_ROLES or not p.ports:
@@ -56,7 +58,8 @@ def scrape_targets(processes: list[Process], *, pool_backend: str = "mooncake") 
         if p.role == "kv_pool" and pool_backend != "mooncake":
             continue
         api_port = p.ports[0]
-        metrics_port = p.ports[1] if p.role == "kv_pool" and len(p.ports) > 1 else api_port
+        second = p.role == "kv_pool" or (p.role == "proxy" and launch_profile == "mindie")
+        metrics_port = p.ports[1] if second and len(p.ports) > 1 else api_port
         out.append(TargetInfo(key=p.key, role=p.role, instance=p.instance, address=p.address, port=api_port,
                               metrics_url=f"http://{host_port(p.address, metrics_port)}/metrics"))
     return out
@@ -101,7 +104,8 @@ def deployment_scrape(deployment: Deployment, processes: list[Process], *, fetch
     started = time.monotonic()
     try:
         spec = _active_spec(deployment)
-        targets = scrape_targets(processes, pool_backend=pool_backend(spec))
+        targets = scrape_targets(processes, pool_backend=pool_backend(spec),
+                                 launch_profile=getattr(spec, "launch_profile", ""))
         readings = read_all(targets, fetch=fetch)
         state = live_state(deployment_id=deployment.pk, at=now(), targets=targets, readings=readings,
                            kv_bytes_per_token=kv_bytes_per_token(deployment, spec),

@@ -82,6 +82,8 @@ def _wait_ready(run: DeploymentRun) -> list[kube.Pod]:
             told = said
         log = run.fleet.run(m.deploy_host, m.ready, timeout=30)
         if log.ok and kube.READY_LINE in log.stdout:
+            line = next(x for x in log.stdout.splitlines() if kube.READY_LINE in x)
+            ctx.log(f"coordinator: {line.strip()}", node=m.deploy_host)
             run.progress(m.deploy_host, "the coordinator is ready")
             return pods
         if time.monotonic() > deadline:
