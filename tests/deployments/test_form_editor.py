@@ -432,3 +432,17 @@ def test_pool_consumers_without_a_decode_instance_are_named_on_the_checkbox(oper
 def test_the_node_cell_reads_commas_and_spaces():
     assert node_names(" node2 ,node3,, node4  node5 ") == ["node2", "node3", "node4", "node5"]
     assert node_names("  ") == []
+
+
+def test_ep_size_is_a_form_field_and_a_size_that_does_not_fit_is_named_in_its_cell(operator, deployment):
+    fields = page_fields(operator.get(form_url(deployment)).content.decode())
+    tp, dp = int(fields["instances[0].tp"]), int(fields["instances[0].dp"])
+    fields.update({"instances[0].expert_parallel": "on", "instances[0].ep_size": "3", "activate": "on"})
+    before = deployment.revisions.count()
+    html = operator.post(form_url(deployment), fields).content.decode()
+    assert f"does not fit its {tp * dp} devices" in cell(html, "instances[0].ep_size")
+    assert deployment.revisions.count() == before
+    fields["instances[0].ep_size"] = str(tp * dp)
+    assert operator.post(form_url(deployment), fields).status_code == 302
+    p0 = deployment.active_revision.spec["instances"][0]
+    assert (p0["expert_parallel"], p0["ep_size"]) == (True, tp * dp)

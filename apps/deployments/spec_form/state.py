@@ -13,7 +13,7 @@ from ..topology.spec import InstanceSpec, KvPoolSpec
 
 # An instance's node cell holds every node it spans, comma separated ("node2, node3"); one name is `node:`.
 INSTANCE_TEXT = ("name", "role", "node", "dp_style", "engine_id")
-INSTANCE_INTS = ("tp", "dp", "api_port", "kv_port", "dp_rpc_port", "max_num_seqs", "max_model_len")
+INSTANCE_INTS = ("tp", "dp", "api_port", "kv_port", "dp_rpc_port", "ep_size", "max_num_seqs", "max_model_len")
 INSTANCE_EDITED = INSTANCE_TEXT + INSTANCE_INTS + ("nodes", "expert_parallel")
 # Every other instance field rides along in the row's hidden JSON (edited in YAML only): devices, extra_args, env
 # today, and any field added to InstanceSpec later, so a new field is never dropped by a save from the form.
