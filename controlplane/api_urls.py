@@ -9,6 +9,7 @@ from apps.accounts.api.views import MeView, MyTokenView, ObtainTokenView, UserVi
 from apps.audit.api.views import AuditEntryViewSet
 from apps.deployments.api.views import DeploymentViewSet, ProcessViewSet, RevisionViewSet
 from apps.deployments.playground.api import DeploymentPlaygroundView
+from apps.evals.api.advisor import EvalAdvisorView
 from apps.evals.api.views import EvalCompareView, EvalDatasetViewSet, EvalRunViewSet, EvalSweepViewSet
 from apps.inventory.api.views import (
     ClusterViewSet,
@@ -48,6 +49,7 @@ urlpatterns = [
     path("workers/", WorkersView.as_view(), name="api-workers"),
     path("prometheus/sd/", PrometheusSdView.as_view(), name="api-prometheus-sd"),
     path("evals/compare/", EvalCompareView.as_view(), name="eval-compare"),
+    path("evals/advisor/", EvalAdvisorView.as_view(), name="eval-advisor"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),

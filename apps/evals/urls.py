@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import advisor_views, views
 
 app_name = "evals"
 
@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.eval_list, name="list"),
     path("new/", views.eval_new, name="new"),
     path("compare/", views.eval_compare, name="compare"),
+    path("advisor/", advisor_views.advisor_page, name="advisor"),
     path("<int:pk>/", views.eval_detail, name="detail"),
     path("<int:pk>/state/", views.eval_state, name="state"),
     path("<int:pk>/cancel/", views.eval_cancel_action, name="cancel"),
