@@ -28,11 +28,16 @@ def sim_spec(first: int = FIRST) -> dict:
 def start_cluster(first: int = FIRST, *, without: tuple[str, ...] = ()):
     """A simulated reference cluster on 127.0.10.<first> ... <first + 5> (each test module its own range), less the
     nodes named in `without`."""
-    from simcluster import cluster
-
     spec = sim_spec(first)
     spec["nodes"] = [n for n in spec["nodes"] if n["name"] not in without]
-    state_dir = Path(tempfile.mkdtemp(prefix="pdcp-deploy-sim-", dir="/tmp"))
+    return start_spec(spec)
+
+
+def start_spec(spec: dict, prefix: str = "pdcp-deploy-sim-"):
+    """A simulated cluster of this spec in a state dir of its own: (state dir, its state); stopped if `up` fails."""
+    from simcluster import cluster
+
+    state_dir = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     state_dir.chmod(0o755)
     try:
         state = cluster.up(spec, state_dir)
@@ -50,6 +55,16 @@ def stop_cluster(state_dir: Path) -> None:
         cluster.down(state_dir)
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@contextmanager
+def running_spec(spec: dict, prefix: str = "pdcp-deploy-sim-"):
+    """start_spec as a context: yields the cluster's state and stops it however the block ends."""
+    state_dir, state = start_spec(spec, prefix)
+    try:
+        yield state
+    finally:
+        stop_cluster(state_dir)
 
 
 @contextmanager

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
-from simdeploy import import_inventory, new_run_dir, run_job_now
+from simdeploy import import_inventory, new_run_dir, run_job_now, running_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 FIRST = 75  # node0-node5 .75-.80, ms .81 (docs/contracts.md §2)
@@ -32,15 +31,8 @@ def cluster_spec() -> dict:
 
 @pytest.fixture(scope="module")
 def sim():
-    from simcluster import cluster
-
-    state_dir = Path(tempfile.mkdtemp(prefix="pdcp-mindie-sim-", dir="/tmp"))
-    state_dir.chmod(0o755)
-    try:
-        yield cluster.up(cluster_spec(), state_dir)
-    finally:
-        cluster.down(state_dir)
-        shutil.rmtree(state_dir, ignore_errors=True)
+    with running_spec(cluster_spec(), "pdcp-mindie-sim-") as state:
+        yield state
 
 
 @pytest.fixture

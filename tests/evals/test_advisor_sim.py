@@ -4,14 +4,12 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.deployments.simdeploy import remove_run_dir
+from tests.deployments.simdeploy import remove_run_dir, running_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900), pytest.mark.usefixtures("no_celery")]
 
@@ -47,7 +45,6 @@ def _topology(instances: list[dict], proxy_port: int, run_dir: str) -> str:
 
 @pytest.fixture(scope="module")
 def sim():
-    from simcluster import cluster
     from simcluster.spec import reference_spec
 
     spec = reference_spec(prefix=PREFIX)
@@ -55,13 +52,8 @@ def sim():
     for i, node in enumerate(spec["nodes"]):
         node["address"] = f"{PREFIX}.{FIRST + i}"
     spec["services"] = {}
-    state_dir = Path(tempfile.mkdtemp(prefix="pdcp-advisor-sim-", dir="/tmp"))
-    state_dir.chmod(0o755)
-    try:
-        yield cluster.up(spec, state_dir)
-    finally:
-        cluster.down(state_dir)
-        shutil.rmtree(state_dir, ignore_errors=True)
+    with running_spec(spec, "pdcp-advisor-sim-") as state:
+        yield state
 
 
 @pytest.fixture

@@ -184,6 +184,18 @@ def _run_dir(top: _Reader, profile: str, deployment_name: str | None) -> str:
         return run_dir
 
 
+def _directory(r: _Reader, key: str, default):
+    """An absolute directory in its one spelling (normal_run_dir), or the default when absent."""
+    value = r.text(key, default)
+    if not value:
+        return value
+    try:
+        return normal_run_dir(value)
+    except ValueError as exc:
+        r.bad(key, str(exc))
+        return value
+
+
 _DIR_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")  # a deployment name (inventory name_validator)
 
 
@@ -429,12 +441,7 @@ def _kv_pool(errors, data) -> KvPoolSpec:
         r.bad("segment_size", f"expected whole gigabytes like 1GB or 4GB (Mooncake needs 1GB alignment), "
                               f"got {_show(size)}")
     protocol = r.text("protocol", None, MEMCACHE_PROTOCOLS)
-    install_path = r.text("install_path", None)
-    if install_path:
-        try:
-            install_path = normal_run_dir(install_path)
-        except ValueError as exc:
-            r.bad("install_path", str(exc))
+    install_path = _directory(r, "install_path", None)
     if backend != "memcache":
         for key in ("protocol", "install_path", "config_store_port"):
             if key in r.data:
@@ -522,24 +529,14 @@ MINDIE_SCHEDULE = {"max_prefill_batch_size": "maxPrefillBatchSize", "max_prefill
 
 def _mindie(errors, data) -> MindieSpec:
     r = _Reader(errors, data, "mindie", ("deploy_host", "scripts_dir"), _MINDIE_OPTIONAL)
-    scripts_dir = r.text("scripts_dir", "")
-    if scripts_dir:
-        try:
-            scripts_dir = normal_run_dir(scripts_dir)
-        except ValueError as exc:
-            r.bad("scripts_dir", str(exc))
+    scripts_dir = _directory(r, "scripts_dir", "")
     job_id = r.text("job_id", "mindie")
     if job_id and not K8S_NAMESPACE_RE.match(job_id):
         r.bad("job_id", f"expected a Kubernetes namespace (lowercase letters, digits, '-', at most 63), got {_show(job_id)}")
     image = r.text("image_name", "mindie:latest")
     if image and not IMAGE_RE.match(image):
         r.bad("image_name", f"expected an image reference like mindie:2.1.RC1-800I-A3, got {_show(image)}")
-    weights = r.text("weight_mount_path", None)
-    if weights:
-        try:
-            weights = normal_run_dir(weights)
-        except ValueError as exc:
-            r.bad("weight_mount_path", str(exc))
+    weights = _directory(r, "weight_mount_path", None)
     extra = r.raw("extra", {})
     if not isinstance(extra, Mapping):
         r.bad("extra", f"expected a JSON object of user_config.json fields, got {_show(extra)}")
