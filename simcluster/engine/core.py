@@ -33,14 +33,19 @@ class Request:
     out: asyncio.Queue = field(default_factory=asyncio.Queue)
     script: list[tuple[int, str]] | None = None  # an answer-book reply as (token id, piece); None: word salad
     on_prefilled: list = field(default_factory=list)  # callbacks run when the first token is out
+    ignore_eos: bool = False  # vLLM's sampling param: run to max_tokens (benchmarks' perf mode sends it)
 
     @property
     def stop_at(self) -> int:
+        if self.ignore_eos:
+            return self.max_tokens
         natural = len(self.script) if self.script else textgen.natural_length(self.tokens)
         return min(self.max_tokens, natural)
 
     def token(self, index: int) -> tuple[int, str]:
-        return self.script[index] if self.script else textgen.output_token(self.tokens, index)
+        if self.script and index < len(self.script):
+            return self.script[index]
+        return textgen.output_token(self.tokens, index)
 
 
 class EngineCore:
@@ -80,12 +85,15 @@ class EngineCore:
         self.m.kv_usage.labels(**self.labels).set(min(1.0, used / self.capacity_tokens))
 
     async def _loop(self) -> None:
+        step_began = None  # when the previous step's tokens came out: the next step starts then, not after emitting
         while True:
             if not self.waiting and not self.running:
                 self._wake.clear()
                 await self._wake.wait()
+                step_began = None
             while self.is_hung():
                 await asyncio.sleep(0.05)
+                step_began = None
             while self.waiting and len(self.running) < self.max_num_seqs:
                 self.running.append(self.waiting.pop(0))
             self._publish()
@@ -99,9 +107,10 @@ class EngineCore:
             else:
                 duration = profiles.itl_seconds(self.profile, len(self.running), self.tp)
                 batch = list(self.running)
-            await asyncio.sleep(duration)
+            began = step_began if step_began is not None else time.monotonic()
+            await asyncio.sleep(max(0.0, began + duration - time.monotonic()))
             self.busy_s += duration
-            now = time.monotonic()
+            now = step_began = time.monotonic()
             for req in batch:
                 self._emit(req, now)
             self.running = [r for r in self.running if r.finish_reason is None]

@@ -234,7 +234,8 @@ class Engine:
         else:
             need = max(need, 1)  # vLLM recomputes at least the last prompt token, whatever the caches hold
         req = Request(request_id=request_id, tokens=tokens, max_tokens=max_tokens, need_prefill_tokens=need,
-                      load_tokens=loaded * profiles.BLOCK_SIZE, script=self._script(body, chat))
+                      load_tokens=loaded * profiles.BLOCK_SIZE, script=self._script(body, chat),
+                      ignore_eos=body.get("ignore_eos") is True)
         req.on_prefilled.append(lambda: self._after_prefill(core, hashes, skip=local + loaded, tokens=tokens))
         core.submit(req)
         out_params = None
