@@ -447,8 +447,8 @@ def cmd_logs(ctx: Context) -> int:
 
 # --- evals --------------------------------------------------------------------------------------------------
 
-EVAL_SETTINGS = ("api_style", "stream", "max_out_len", "concurrency", "request_rate", "temperature", "num_prompts",
-                 "num_warmups", "tokenizer_path", "time_limit_s")
+EVAL_SETTINGS = ("api_style", "stream", "ignore_eos", "max_out_len", "concurrency", "request_rate", "temperature",
+                 "num_prompts", "num_warmups", "tokenizer_path", "time_limit_s")
 
 
 def eval_summary(run: dict) -> list[str]:

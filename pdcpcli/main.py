@@ -162,6 +162,8 @@ def build_parser() -> Parser:
     stream.add_argument("--stream", dest="stream", action="store_true", default=None, help="stream answers (default)")
     stream.add_argument("--no-stream", dest="stream", action="store_false")
     p.add_argument("--max-out-len", type=int, metavar="N", help="most tokens per answer (default 2048)")
+    p.add_argument("--ignore-eos", action="store_true", default=None,
+                   help="fixed output length: every answer is --max-out-len tokens (performance pass only)")
     p.add_argument("--concurrency", type=int, metavar="N", help="requests in flight (default 4)")
     p.add_argument("--request-rate", type=float, metavar="R", help="requests per second; 0 = as fast as possible")
     p.add_argument("--temperature", type=float, help="sampling temperature (default 0.6)")

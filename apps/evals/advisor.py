@@ -2,7 +2,8 @@
 throughput per NPU. Advisory and from measured runs only: nothing is extrapolated between concurrencies or layouts.
 
 Plain records in (apps/evals/advisor_selectors.py builds them from EvalRun rows), plain results out; no Django.
-Only like is compared with like: runs are grouped by model + dataset + max output length and one group is advised on.
+Only like is compared with like: runs are grouped by model + dataset + output length policy (fixed at max_out_len, the
+server ignoring end-of-sequence, or up to max_out_len) and one group is advised on.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ class RunRecord:
     tpot: Mapping[str, float]
     input_tokens_mean: float | None
     spec: object  # the stored revision_spec copy
+    ignore_eos: bool = False  # fixed output length: every answer max_out_len tokens
+
+
+FIXED = "fixed:"  # the output part of a group key's text for a fixed output length: fixed:1500
 
 
 @dataclass(frozen=True)
@@ -45,21 +50,29 @@ class GroupKey:
     model: str
     dataset: str
     max_out_len: int
+    fixed_length: bool = False  # every answer max_out_len tokens (ignore EOS); else up to max_out_len
 
     @property
     def text(self) -> str:
-        return f"{self.model}|{self.dataset}|{self.max_out_len}"
+        return f"{self.model}|{self.dataset}|{FIXED if self.fixed_length else ''}{self.max_out_len}"
+
+    @property
+    def output_text(self) -> str:
+        return f"{'fixed' if self.fixed_length else 'up to'} {self.max_out_len} tokens"
 
     @classmethod
     def parse(cls, text: str) -> GroupKey:
         parts = text.rsplit("|", 2)
-        if len(parts) != 3 or not parts[0] or not parts[1] or not parts[2].isdecimal():
-            raise ValueError("expected <model>|<dataset>|<max_out_len>, e.g. qwen3-235b|catalogue:gsm8k|2048")
-        return cls(parts[0], parts[1], int(parts[2]))
+        length = parts[-1].removeprefix(FIXED)
+        if len(parts) != 3 or not parts[0] or not parts[1] or not length.isdecimal():
+            raise ValueError("expected <model>|<dataset>|<max_out_len> (up to that many tokens) or "
+                             f"<model>|<dataset>|{FIXED}<max_out_len> (fixed output length), e.g. "
+                             f"qwen3-235b|catalogue:gsm8k|2048 or qwen3-235b|catalogue:gsm8k|{FIXED}1500")
+        return cls(parts[0], parts[1], int(length), parts[-1].startswith(FIXED))
 
 
 def group_of(record: RunRecord) -> GroupKey:
-    return GroupKey(record.model, record.dataset, record.max_out_len)
+    return GroupKey(record.model, record.dataset, record.max_out_len, record.ignore_eos)
 
 
 @dataclass(frozen=True)
@@ -261,7 +274,7 @@ def _basis(advice: Advice) -> str:
 def advice_text(advice: Advice) -> str:
     if not advice.layouts:
         return ("No measured runs to advise from: run a performance sweep on each P:D layout with the same model, "
-                "dataset and max output length.")
+                "dataset and output length (fixed or up to the same max output length).")
     best = advice.recommendation
     if best:
         p = best.best

@@ -10,7 +10,7 @@ from .choices import EvalMode, EvalStatus
 from .models import EvalRun
 
 RECORD_FIELDS = ("id", "sweep_id", "deployment_name", "revision_number", "served_model", "dataset_key", "max_out_len",
-                 "api_style", "concurrency", "perf_summary", "perf_percentiles", "revision_spec")
+                 "api_style", "concurrency", "perf_summary", "perf_percentiles", "revision_spec", "ignore_eos")
 
 
 def _stats(percentiles: dict, metric: str) -> dict:
@@ -27,7 +27,7 @@ def record_of(run: EvalRun) -> RunRecord:
         concurrency=run.concurrency, output_throughput=summary.get("output_token_throughput"),
         request_throughput=summary.get("request_throughput"), ttft=_stats(percentiles, "TTFT"),
         tpot=_stats(percentiles, "TPOT"), input_tokens_mean=_stats(percentiles, "InputTokens").get("avg"),
-        spec=run.revision_spec)
+        spec=run.revision_spec, ignore_eos=run.ignore_eos)
 
 
 def measured_records() -> list[RunRecord]:

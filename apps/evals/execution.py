@@ -104,8 +104,10 @@ def _files(run: EvalRun) -> dict[str, str]:
 def _config(run: EvalRun, run_dir: str, pass_name: str) -> str:
     endpoint = EndpointConfig(base_url=run.endpoint_url, served_model=run.served_model, api_style=run.api_style,
                               stream=run.stream)
+    # A fixed output length would cut or pad an accuracy answer: only the performance pass gets it.
     generation = GenerationConfig(max_out_len=run.max_out_len, concurrency=run.concurrency,
-                                  request_rate=run.request_rate, temperature=run.temperature, top_p=None, retry=2)
+                                  request_rate=run.request_rate, temperature=run.temperature, top_p=None, retry=2,
+                                  ignore_eos=run.ignore_eos and pass_name == "performance")
     data = GSM8K_DIR if run.dataset_family == "gsm8k" else DATA_FILE
     dataset = DatasetConfig(abbr=run.dataset_abbr, family=run.dataset_family, path=f"{run_dir}/{data}")
     # AISBench checks the tokenizer directory whenever one is named; only the performance summarizer needs it.

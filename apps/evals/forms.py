@@ -38,6 +38,9 @@ MODE = FormField("mode", "Mode", "select", choices=tuple(EvalMode.choices))
 API_STYLE = FormField("api_style", "API style", "select", choices=tuple(ApiStyle.choices))
 STREAM = FormField("stream", "Stream the answers (needed for TTFT, TPOT and ITL)", "checkbox")
 MAX_OUT_LEN = FormField("max_out_len", "Max output tokens")
+IGNORE_EOS = FormField("ignore_eos", "Fixed output length (ignore EOS)", "checkbox",
+                       hint="performance pass only: the server ignores end-of-sequence, so every answer is max "
+                            "output tokens long, as published benchmarks measure")
 CONCURRENCY = FormField("concurrency", "Concurrency", hint="requests in flight at once")
 REQUEST_RATE = FormField("request_rate", "Request rate (req/s)", hint="0 = as fast as the concurrency allows")
 TEMPERATURE = FormField("temperature", "Temperature")
@@ -50,19 +53,23 @@ TIME_LIMIT = FormField("time_limit_s", "Time limit (s)", hint="wall clock; ais_b
 CONCURRENCIES = FormField("concurrencies", "Concurrencies", "text",
                           hint=f"2 to {MAX_SWEEP_POINTS} values, e.g. 1,2,4,8: one performance run each, in order")
 
-LAUNCH_FIELDS = (MODE, API_STYLE, STREAM, MAX_OUT_LEN, CONCURRENCY, REQUEST_RATE, TEMPERATURE, NUM_PROMPTS,
-                 NUM_WARMUPS, TOKENIZER, TIME_LIMIT)
-SWEEP_FIELDS = (CONCURRENCIES, API_STYLE, STREAM, MAX_OUT_LEN, REQUEST_RATE, TEMPERATURE, NUM_PROMPTS,
+LAUNCH_FIELDS = (MODE, API_STYLE, STREAM, MAX_OUT_LEN, IGNORE_EOS, CONCURRENCY, REQUEST_RATE, TEMPERATURE,
+                 NUM_PROMPTS, NUM_WARMUPS, TOKENIZER, TIME_LIMIT)
+SWEEP_FIELDS = (CONCURRENCIES, API_STYLE, STREAM, MAX_OUT_LEN, IGNORE_EOS, REQUEST_RATE, TEMPERATURE, NUM_PROMPTS,
                 NUM_WARMUPS, TOKENIZER, TIME_LIMIT)
 MAY_BE_EMPTY = ("num_prompts", "tokenizer_path")  # empty means something; other empty fields take the default
 DEFAULT_CONCURRENCIES = "1,2,4,8"
+# A sweep is a performance series: fixed output length by default, so its points compare with published figures.
+SWEEP_INITIAL = {"concurrencies": DEFAULT_CONCURRENCIES, "ignore_eos": True}
 
 
-def initial_values(fields) -> dict[str, str | bool]:
+def initial_values(fields, overrides: dict | None = None) -> dict[str, str | bool]:
+    """The RunSettings defaults, except the overrides (the sweep form's own)."""
+    overrides = overrides or {}
     values = {}
     for f in fields:
-        if f.name == "concurrencies":
-            values[f.name] = DEFAULT_CONCURRENCIES
+        if f.name in overrides:
+            values[f.name] = overrides[f.name]
             continue
         default = RunSettings.__dataclass_fields__[f.name].default
         values[f.name] = default if f.kind == "checkbox" else ("" if default in (None, MISSING) else str(default))

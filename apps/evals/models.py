@@ -74,6 +74,9 @@ class EvalRun(models.Model):
     dataset_sha256 = models.CharField(max_length=64, blank=True)
     api_style = models.CharField(max_length=12, choices=ApiStyle.choices, default=ApiStyle.CHAT)
     stream = models.BooleanField(default=True)
+    ignore_eos = models.BooleanField(
+        default=False, help_text="fixed output length: the server ignores end-of-sequence, every answer is max_out_len "
+                                 "tokens (performance runs; AISBench's ignore_eos)")
     max_out_len = models.PositiveIntegerField(default=2048, validators=[MinValueValidator(1),
                                                                         MaxValueValidator(1_000_000)])
     concurrency = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1), MaxValueValidator(1000)])

@@ -21,6 +21,8 @@ INT_LIMITS = {
 FLOAT_LIMITS = {"request_rate": (0.0, 10_000.0), "temperature": (0.0, 2.0)}
 MAX_SWEEP_POINTS = 12
 _TRUE, _FALSE = ("true", "on", "1", True), ("false", "off", "0", False)
+FIXED_LENGTH_ACCURACY = ("fixed output length is for performance runs; an accuracy answer must end where the model "
+                         "ends it")
 
 
 class BadRunSettings(ValueError):
@@ -37,6 +39,7 @@ class RunSettings:
     mode: str = EvalMode.ACCURACY
     api_style: str = ApiStyle.CHAT
     stream: bool = True
+    ignore_eos: bool = False  # fixed output length; applied to the performance pass only
     max_out_len: int = 2048
     concurrency: int = 4
     request_rate: float = 0.0
@@ -58,15 +61,9 @@ class RunSettings:
             values["dataset"] = dataset.strip()
         _choice(data, values, errors, "mode", EvalMode.values)
         _choice(data, values, errors, "api_style", ApiStyle.values)
-        if "stream" in data:
-            raw = data.pop("stream")
-            raw = raw.lower() if isinstance(raw, str) else raw
-            if raw in _TRUE:
-                values["stream"] = True
-            elif raw in _FALSE:
-                values["stream"] = False
-            else:
-                errors["stream"] = "expected true or false"
+        for name in ("stream", "ignore_eos"):
+            if name in data:
+                _boolean(data, values, errors, name)
         for name, (low, high) in INT_LIMITS.items():
             if name not in data:
                 continue
@@ -95,6 +92,8 @@ class RunSettings:
                 errors["tokenizer_path"] = "expected an absolute directory path on the host that runs ais_bench"
             else:
                 values["tokenizer_path"] = path
+        if values.get("ignore_eos") and "mode" not in errors and values.get("mode", cls.mode) == EvalMode.ACCURACY:
+            errors["ignore_eos"] = FIXED_LENGTH_ACCURACY
         for name in data:
             errors[name] = f"unknown setting; known: {', '.join(known_names())}"
         if errors:
@@ -131,6 +130,17 @@ def _choice(data, values, errors, name, allowed) -> None:
             values[name] = raw
         else:
             errors[name] = f"expected one of {', '.join(allowed)}"
+
+
+def _boolean(data, values, errors, name) -> None:
+    raw = data.pop(name)
+    raw = raw.lower() if isinstance(raw, str) else raw
+    if raw in _TRUE:
+        values[name] = True
+    elif raw in _FALSE:
+        values[name] = False
+    else:
+        errors[name] = "expected true or false"
 
 
 def _int(raw) -> int | None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from apps.deployments.topology import SpecError, spec_diff, spec_from_dict
 
+from .choices import EvalMode
 from .models import EvalRun, EvalSample
 
 # (key in the stored results, label, unit, which direction is better)
@@ -108,5 +109,8 @@ def compare_runs(runs: list[EvalRun]) -> Comparison:
         notes.append("the runs used different datasets: accuracy is not comparable")
     if len({(r.concurrency, r.request_rate, r.max_out_len) for r in runs}) > 1:
         notes.append("the runs used different load settings (concurrency, request rate or output length)")
+    if len({r.ignore_eos for r in runs if r.mode != EvalMode.ACCURACY}) > 1:
+        notes.append("some runs had a fixed output length (ignore EOS) and some stopped where the model ended: "
+                     "their throughput and latency are not comparable")
     changes = [_spec_changes(runs[0], r) for r in runs[1:]]
     return Comparison(runs=runs, rows=rows, topology_changes=changes, notes=notes)

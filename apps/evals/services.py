@@ -73,8 +73,9 @@ def eval_run_create(*, deployment: Deployment, user, settings: RunSettings | dic
         deployment=deployment, deployment_name=deployment.name, **target,
         mode=settings.mode, dataset_key=choice.key, dataset_abbr=choice.name.replace("-", "_"),
         dataset_family=choice.family, api_style=settings.api_style, stream=settings.stream,
-        max_out_len=settings.max_out_len, concurrency=settings.concurrency, request_rate=settings.request_rate,
-        temperature=settings.temperature, num_prompts=settings.num_prompts, num_warmups=settings.num_warmups,
+        ignore_eos=settings.ignore_eos, max_out_len=settings.max_out_len, concurrency=settings.concurrency,
+        request_rate=settings.request_rate, temperature=settings.temperature, num_prompts=settings.num_prompts,
+        num_warmups=settings.num_warmups,
         tokenizer_path=tokenizer, time_limit_s=settings.time_limit_s, sweep=sweep, created_by=user)
     if start:
         _start_job(run, user)

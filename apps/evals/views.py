@@ -59,13 +59,13 @@ def _first_runnable() -> str:
     return next((c.key for c in dataset_choices() if c.runnable), "")
 
 
-def _run_form(request, *, fields, template, create):
+def _run_form(request, *, fields, template, create, initial=None):
     """The launch and sweep forms: GET shows defaults, POST validates everything at once and creates."""
     posted = request.method == "POST"
     source = request.POST if posted else request.GET
     deployment = _deployment_from(source.get("deployment", ""))
     dataset = source.get("dataset", "") if posted else (request.GET.get("dataset") or _first_runnable())
-    values = forms.values_from_post(request.POST, fields) if posted else forms.initial_values(fields)
+    values = forms.values_from_post(request.POST, fields) if posted else forms.initial_values(fields, initial)
     errors = {}
     if posted:
         if deployment is None:
@@ -120,7 +120,8 @@ def sweep_new(request):
         messages.success(request, f"sweep #{sweep.pk} queued: {len(sweep.concurrencies)} runs, one after another")
         return redirect("evals:sweep", pk=sweep.pk), {}
 
-    return _run_form(request, fields=forms.SWEEP_FIELDS, template="evals/sweep_new.html", create=create)
+    return _run_form(request, fields=forms.SWEEP_FIELDS, template="evals/sweep_new.html", create=create,
+                     initial=forms.SWEEP_INITIAL)
 
 
 @viewer_required

@@ -244,6 +244,20 @@ def test_eval_run_sends_only_the_settings_given(stub):
         "time_limit_s": 120}}
 
 
+def test_eval_run_sends_ignore_eos_only_when_given(stub):
+    with_deployment(stub)
+    stub.on("POST", "/api/evals/runs/", (201, {"id": 6, "job": 10, "status": "pending"}))
+    code, _, _ = run("eval", "run", "reference-sim", "--kind", "performance", "--dataset", "catalogue:made-up-aime",
+                     "--max-out-len", "1500", "--ignore-eos")
+    assert code == 0
+    code, _, _ = run("eval", "run", "reference-sim", "--kind", "performance", "--dataset", "catalogue:made-up-aime")
+    assert code == 0
+    first, second = (sent["body"]["settings"] for sent in stub.sent("POST", "/api/evals/runs/"))
+    assert first == {"dataset": "catalogue:made-up-aime", "mode": "performance", "max_out_len": 1500,
+                     "ignore_eos": True}
+    assert "ignore_eos" not in second
+
+
 # --- jobs and --wait ----------------------------------------------------------------------------------------
 
 def job(status, summaries=(), **extra):

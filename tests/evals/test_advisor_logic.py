@@ -32,7 +32,8 @@ def record(spec, *, throughput, ttft, tpot, concurrency=4, run_id=None, model="q
                      model=model, dataset=dataset, max_out_len=max_out_len, api_style=extra.get("api_style", "chat"),
                      concurrency=concurrency, output_throughput=throughput, request_throughput=1.0,
                      ttft={s: ttft * spread[s] for s in stats}, tpot={s: tpot * spread[s] for s in stats},
-                     input_tokens_mean=extra.get("input_tokens"), spec=spec)
+                     input_tokens_mean=extra.get("input_tokens"), spec=spec,
+                     ignore_eos=extra.get("ignore_eos", False))
 
 
 def test_the_layout_is_read_by_the_spec_parser_with_npus_and_ratios():
@@ -152,11 +153,32 @@ def test_only_like_is_compared_with_like():
     assert advice.runs == 2 and advice.recommendation.best.record is a  # b and c, better, are other workloads
 
 
+def test_a_fixed_output_length_is_never_compared_with_answers_that_stop_where_the_model_ends_them():
+    natural = record(ONE_P_ONE_D, throughput=2400, ttft=100, tpot=10, max_out_len=1500)
+    fixed = record(TWO_P_ONE_D, throughput=9000, ttft=100, tpot=10, max_out_len=1500, ignore_eos=True)
+    fixed_too = record(ONE_P_ONE_D, throughput=3000, ttft=100, tpot=10, max_out_len=1500, ignore_eos=True)
+    groups = groups_of([natural, fixed, fixed_too])
+    assert [(g.key.text, g.key.output_text, g.runs) for g in groups] == [
+        ("qwen3-235b|catalogue:gsm8k|fixed:1500", "fixed 1500 tokens", 2),
+        ("qwen3-235b|catalogue:gsm8k|1500", "up to 1500 tokens", 1)]
+    up_to = advise([natural, fixed, fixed_too], Targets(500, 50), group_of(natural))
+    assert up_to.runs == 1 and up_to.recommendation.best.record is natural  # the fixed 9000 token/s is not in it
+    fixed_advice = advise([natural, fixed, fixed_too], Targets(500, 50), group_of(fixed))
+    assert fixed_advice.runs == 2 and fixed_advice.recommendation.best.record is fixed
+    assert GroupKey.parse(groups[0].key.text) == group_of(fixed) != group_of(natural)
+    assert GroupKey.parse(groups[1].key.text) == group_of(natural)
+
+
 def test_parameters_are_checked_and_each_bad_one_is_named():
     targets, group = parse_query({"ttft_ms": "500", "tpot_ms": "", "stat": "p99",
                                   "group": "org/model|v2|upload:my-set|1024"})
     assert targets == Targets(500.0, None, "p99")
-    assert group == GroupKey("org/model|v2", "upload:my-set", 1024)
+    assert group == GroupKey("org/model|v2", "upload:my-set", 1024) and not group.fixed_length
+    assert parse_query({"group": "m|catalogue:gsm8k|fixed:1500"})[1] == GroupKey("m", "catalogue:gsm8k", 1500, True)
+    for bad in ("m|d|fixed:", "m|d|fixed:-1", "m|d|fixed1500", "m|d|up to 1500"):
+        with pytest.raises(BadAdvisorQuery) as caught:
+            parse_query({"group": bad})
+        assert "fixed:<max_out_len>" in caught.value.errors["group"]
     assert parse_query({}) == (Targets(None, None, "p90"), None)
     with pytest.raises(BadAdvisorQuery) as caught:
         parse_query({"ttft_ms": "fast", "tpot_ms": "-1", "stat": "p95", "group": "no-length"})

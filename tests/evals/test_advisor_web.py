@@ -111,7 +111,9 @@ def test_the_other_group_is_advised_on_its_own(api_client_for, runs):
 
 @pytest.mark.parametrize(("query", "name"), [
     ({"ttft_ms": "soon"}, "ttft_ms"), ({"tpot_ms": "0"}, "tpot_ms"), ({"stat": "p95"}, "stat"),
-    ({"group": "no-length"}, "group"), ({"group": "nobody|catalogue:x|1"}, "group"), ({"colour": "red"}, "colour")])
+    ({"group": "no-length"}, "group"), ({"group": "nobody|catalogue:x|1"}, "group"), ({"colour": "red"}, "colour"),
+    ({"group": "qwen3-235b|catalogue:made-up-aime|fixed:512"}, "group"),  # its runs all stop where the model ends
+    ({"group": "qwen3-235b|catalogue:made-up-aime|fixed:"}, "group")])
 def test_a_bad_parameter_is_a_400_naming_it(api_client_for, runs, query, name):
     response = api_client_for("viewer").get(API, query)
     assert response.status_code == 400
@@ -155,6 +157,8 @@ def test_the_page_shows_the_advice_the_layouts_and_links_every_figure_to_its_run
     advice = re.search(r'<div class="flash success" id="advice">(.*?)</div>', html, re.S).group(1)
     best = runs["1p_c16"]
     assert "From 4 measured runs on 2 layouts" in advice and f'href="/evals/{best.pk}/"' in advice
+    assert "qwen3-235b · catalogue:made-up-aime · up to 512 tokens (5 runs)</option>" in html
+    assert "output up to 512 tokens" in re.search(r'id="advisor-workload">(.*?)</p>', html, re.S).group(1)
     row = re.search(r'<tr data-layout="2P\(tp8 dp1\) : 1D\(tp4 dp4\)">(.*?)</tr>', html, re.S).group(1)
     assert f'href="/evals/{runs["2p_c8"].pk}/"' in row and f'href="/evals/sweeps/{runs["2p_c8"].sweep_id}/"' in row
     assert "90.00" in row and "16 + 16 = 32" in row and "badge green" in row
@@ -197,3 +201,15 @@ def test_odd_parameters_are_400s_never_500s(api_client_for, runs, query):
     response = api_client_for("viewer").get(API, query)
     assert response.status_code == 400, response.content
     assert set(field_errors(response)) == set(query)
+
+
+def test_fixed_length_runs_are_a_group_of_their_own(api_client_for, runs, tmp_path):
+    fixed = measured_run(tmp_path, spec=ONE_P_ONE_D, throughput=99999, ttft_p90=1, tpot_p90=1, ignore_eos=True)
+    viewer = api_client_for("viewer")
+    up_to = viewer.get(API, TARGETS).json()
+    assert fixed.pk not in {p["run"] for la in up_to["layouts"] for p in la["runs"]}
+    groups = {g["key"]: g for g in up_to["groups"]}
+    assert groups["qwen3-235b|catalogue:made-up-aime|fixed:512"]["fixed_length"] is True
+    assert groups["qwen3-235b|catalogue:made-up-aime|512"]["fixed_length"] is False
+    alone = viewer.get(API, {**TARGETS, "group": "qwen3-235b|catalogue:made-up-aime|fixed:512"}).json()
+    assert alone["runs_considered"] == 1 and alone["recommendation"]["best"]["run"] == fixed.pk

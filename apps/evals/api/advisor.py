@@ -23,10 +23,12 @@ QUERY_PARAMS = ("ttft_ms", "tpot_ms", "stat", "group", "format")
 
 
 class AdvisorGroupSerializer(serializers.Serializer):
-    key = serializers.CharField(help_text="what ?group= takes: <model>|<dataset>|<max_out_len>")
+    key = serializers.CharField(help_text="what ?group= takes: <model>|<dataset>|<max_out_len>, or "
+                                          "<model>|<dataset>|fixed:<max_out_len> for a fixed output length")
     model = serializers.CharField(help_text="the served model name")
     dataset = serializers.CharField()
     max_out_len = serializers.IntegerField()
+    fixed_length = serializers.BooleanField(help_text="every answer max_out_len tokens (ignore_eos runs)")
     runs = serializers.IntegerField(help_text="measured runs in the group")
     api_styles = serializers.ListField(child=serializers.CharField())
     input_tokens_mean = serializers.ListField(child=serializers.FloatField(), allow_null=True,
@@ -34,7 +36,7 @@ class AdvisorGroupSerializer(serializers.Serializer):
 
     def to_representation(self, group: Group) -> dict:
         return {"key": group.key.text, "model": group.key.model, "dataset": group.key.dataset,
-                "max_out_len": group.key.max_out_len, "runs": group.runs, "api_styles": list(group.api_styles),
+                "max_out_len": group.key.max_out_len, "fixed_length": group.key.fixed_length, "runs": group.runs, "api_styles": list(group.api_styles),
                 "input_tokens_mean": list(group.input_tokens) if group.input_tokens else None}
 
 
@@ -139,7 +141,7 @@ class EvalAdvisorView(APIView):
                                                        "absent: no TTFT limit"),
         OpenApiParameter("tpot_ms", float, description="TPOT target in ms; absent: no TPOT limit"),
         OpenApiParameter("stat", str, enum=list(STATS), description=_stat_help()),
-        OpenApiParameter("group", str, description="<model>|<dataset>|<max_out_len> from groups[].key; absent: "
+        OpenApiParameter("group", str, description="<model>|<dataset>|[fixed:]<max_out_len> from groups[].key; absent: "
                                                    "the group with the most runs")],
         responses={200: AdvisorSerializer,
                    400: OpenApiResponse(description="a parameter is bad or unknown, or the group has no measured "

@@ -47,6 +47,10 @@ class RunSettingsSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=EvalMode.choices, required=False, help_text="default accuracy")
     api_style = serializers.ChoiceField(choices=ApiStyle.choices, required=False, help_text="default chat")
     stream = serializers.BooleanField(required=False, help_text="default true")
+    ignore_eos = serializers.BooleanField(
+        required=False, help_text="fixed output length: the server ignores end-of-sequence, every answer is "
+                                  "max_out_len tokens (AISBench's ignore_eos). Performance only: refused with mode "
+                                  "accuracy; with mode both it applies to the performance pass. Default false")
     max_out_len = _int("max_out_len", "most tokens per answer (default 2048)")
     concurrency = _int("concurrency", "requests in flight (default 4)")
     request_rate = _float("request_rate", "requests per second; 0 = as fast as the concurrency allows (default)")
@@ -135,6 +139,7 @@ class RunSettingsOutSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=EvalMode.choices)
     api_style = serializers.ChoiceField(choices=ApiStyle.choices)
     stream = serializers.BooleanField()
+    ignore_eos = serializers.BooleanField(help_text="fixed output length (performance pass only)")
     max_out_len = serializers.IntegerField()
     concurrency = serializers.IntegerField()
     request_rate = serializers.FloatField()
@@ -172,7 +177,7 @@ class RunLinksSerializer(serializers.Serializer):
 
 
 LIST_FIELDS = ["id", "deployment", "deployment_name", "revision_number", "simulated", "mode", "dataset_key",
-               "dataset_abbr", "concurrency", "sweep", "job", "status", "status_label", "phase", "progress_done",
+               "dataset_abbr", "concurrency", "ignore_eos", "sweep", "job", "status", "status_label", "phase", "progress_done",
                "progress_total", "percent", "accuracy", "created_by", "created", "started", "finished"]
 
 
@@ -232,6 +237,8 @@ class SweepPointSerializer(serializers.Serializer):
 
     id = serializers.IntegerField()
     concurrency = serializers.IntegerField()
+    ignore_eos = serializers.BooleanField(help_text="fixed output length: every answer max_out_len tokens")
+    max_out_len = serializers.IntegerField()
     status = serializers.ChoiceField(choices=EvalStatus.choices)
     percent = serializers.IntegerField()
     job = serializers.IntegerField(allow_null=True)
@@ -242,7 +249,8 @@ class SweepPointSerializer(serializers.Serializer):
 
     def to_representation(self, run: EvalRun) -> dict:
         summary = run.perf_summary or {}
-        return {"id": run.pk, "concurrency": run.concurrency, "status": run.status, "percent": run.percent,
+        return {"id": run.pk, "concurrency": run.concurrency, "ignore_eos": run.ignore_eos,
+                "max_out_len": run.max_out_len, "status": run.status, "percent": run.percent,
                 "job": run.job_id, "request_throughput": summary.get("request_throughput"),
                 "output_token_throughput": summary.get("output_token_throughput"),
                 "ttft": _percentiles(run, "TTFT"), "tpot": _percentiles(run, "TPOT")}
