@@ -3,7 +3,9 @@ word through shlex.quote, and the parsers of what comes back."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -16,6 +18,12 @@ COORDINATOR_LABEL = "mindie-ms-coordinator"
 
 def deploy_command(scripts_dir: str, user_config: PurePosixPath | str) -> str:
     return f"cd {q(scripts_dir)} && python3 deploy_ac_job.py --user_config_path {q(str(user_config))}"
+
+
+def same_file_command(path: PurePosixPath | str, content: str) -> str:
+    """Exit 0 when the file at path holds exactly content (sha256), non-zero when it differs or is missing."""
+    digest = hashlib.sha256(content.encode()).hexdigest()
+    return f"printf '%s  %s\\n' {digest} {q(str(path))} | sha256sum -c --status -"
 
 
 def delete_command(scripts_dir: str, job_id: str) -> str:
@@ -33,6 +41,25 @@ def scripts_check_command(scripts_dir: str) -> str:
 
 def coordinator_log_command(job_id: str, tail: int = -1) -> str:
     return f"kubectl logs -n {q(job_id)} -l app={COORDINATOR_LABEL} --tail={int(tail)}"
+
+
+def pod_log_command(job_id: str, pod: str, tail: int) -> str:
+    return f"kubectl logs -n {q(job_id)} {q(pod)} --tail={int(tail)}"
+
+
+LOG_SCHEME = "kubectl:"  # a MindIE pod's Process.log_path: kubectl:<deploy host>/<namespace>/<pod>
+
+
+def pod_log_path(deploy_host: str, job_id: str, pod: str) -> str:
+    return f"{LOG_SCHEME}{deploy_host}/{job_id}/{pod}"
+
+
+def split_pod_log_path(path: str) -> tuple[str, str, str] | None:
+    """(deploy host, namespace, pod) of a pod_log_path, None for a log file's path."""
+    if not path.startswith(LOG_SCHEME):
+        return None
+    parts = path[len(LOG_SCHEME):].split("/")
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 and all(parts) else None
 
 
 def pods_command(job_id: str) -> str:
@@ -82,6 +109,11 @@ def _pod(index: int, item) -> Pod:
     return Pod(name=name, app=app, node=str(spec.get("nodeName") or ""), ip=str(status.get("podIP") or ""),
                phase=str(status.get("phase") or "Unknown"), ready=ready, role=pod_role(app, labels),
                ports=tuple(ports))
+
+
+def natural_key(name: str) -> tuple:
+    """Pods in the order MindIE numbers them: mindie-server-2-... before mindie-server-10-..."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
 def pod_role(app: str, labels: dict) -> str:

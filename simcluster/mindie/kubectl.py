@@ -91,9 +91,9 @@ def pod_json(pod: dict, doc: dict, state_dir) -> dict:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod["name"], "namespace": doc["namespace"], "labels": labels,
                          "creationTimestamp": _stamp(pod["created"]),
-                         "annotations": {"simcluster/pid": str(pod.get("pid") or ""),
-                                         "simcluster/npu-devices": ",".join(str(d) for d in pod.get("devices", [])),
-                                         "simcluster/port": str(pod.get("port") or "")}},
+                         "annotations": {"sim.pdcp.dev/pid": str(pod.get("pid") or ""),
+                                         "sim.pdcp.dev/npu-devices": ",".join(str(d) for d in pod.get("devices", [])),
+                                         "sim.pdcp.dev/port": str(pod.get("port") or "")}},
             "spec": spec, "status": status}
 
 

@@ -69,7 +69,7 @@ function ranges(ids) {
   return out.join(",");
 }
 
-const windowText = (w) => (w ? (w[0] === w[1] ? `${w[0]}` : `${w[0]}-${w[1]}`) : "—");
+const windowText = (w) => (w && w.length ? (w[0] === w[1] ? `${w[0]}` : `${w[0]}-${w[1]}`) : "—");
 
 // One colour per DP rank on a node: the role's hue, lightness stepping through the node's ranks in order.
 function rankColours(snapshot) {

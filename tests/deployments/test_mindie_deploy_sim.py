@@ -56,6 +56,16 @@ def topology(run_dir: str, edit=None) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
+def kill_pod(sim: dict, name: str) -> None:
+    """What a reboot does to a pod: its process dies; Kubernetes' record of it stays (simcluster/mindie/kube.py)."""
+    import os
+    import signal
+
+    state = Path(sim["nodes"]["node0"]["dir"]).parents[1]
+    pods = json.loads((state / "kube" / "mindie" / "pods.json").read_text())["pods"]
+    os.kill(next(p["pid"] for p in pods if p["name"] == name), signal.SIGKILL)
+
+
 def chat(prompt: str, *, stream: bool = False) -> str:
     body = {"model": "ds_r1", "messages": [{"role": "user", "content": prompt}], "max_tokens": 8, "stream": stream}
     request = urllib.request.Request(f"{COORDINATOR}/v1/chat/completions", json.dumps(body).encode(),
@@ -65,7 +75,7 @@ def chat(prompt: str, *, stream: bool = False) -> str:
 
 
 def test_article_layout_deploys_through_deploy_ac_job_serves_through_the_coordinator_and_stops(
-        inventory, make_user, run_dir, client):
+        sim, inventory, make_user, run_dir, client):
     from apps.deployments.models import Process
     from apps.deployments.services import (
         deployment_create,
@@ -116,12 +126,28 @@ def test_article_layout_deploys_through_deploy_ac_job_serves_through_the_coordin
     assert {k: t["status"] for k, t in targets.items()} == {k: "ok" for k in rows}, targets
     assert targets["coordinator"]["url"] == f"{COORDINATOR.replace('1025', '1026')}/metrics"
     assert targets["coordinator"]["values"]["requests"] >= 3  # the probe and the two chats
+    from apps.deployments.logs import process_log_tail
+
+    coordinator_log = process_log_tail(rows["coordinator"])  # kubectl logs on the deploy host
+    assert rows["coordinator"].log_path == "kubectl:ms/mindie/mindie-coordinator-master-0"
+    assert "MindIE-MS coordinator is ready!!!" in coordinator_log
+    page = client.get(f"/deployments/processes/{rows['d0-pod1'].pk}/log/").content.decode()
+    assert "mindie-server-" in page or "INFO" in page, page[:2000]
     picture = topology_snapshot(deployment)
     d0 = next(i for i in picture["instances"] if i["name"] == "d0")
     assert "EP32" in d0["span_label"] and d0["ep"] == 32
+    assert not any(r["headless"] for r in d0["ranks"]) and {r["api_port"] for r in d0["ranks"]} == {1025}
 
     read = run_job_now(deployment_refresh, deployment, operator)
     assert read.status == "successful" and "7 running" in read.explanation, read.explanation
+    again = run_job_now(deployment_deploy, deployment, operator)
+    assert again.status == "successful" and "already runs through MindIE" in again.explanation, again.explanation
+
+    kill_pod(sim, "mindie-server-4-worker-0")  # d0's second pod dies (a node rebooted): the deploy replaces it all
+    replaced = run_job_now(deployment_deploy, deployment, operator)
+    assert replaced.status == "successful", replaced.explanation
+    assert "taking it down first" in " ".join(replaced.events.values_list("text", flat=True))
+    assert json.loads(chat("Back?"))["choices"][0]["message"]["content"]
     refused = run_job_now(deployment_restart, deployment, operator, instance="p0")
     assert refused.status == "failed" and "MindIE's controller restarts its own servers" in refused.explanation
 

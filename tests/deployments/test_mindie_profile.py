@@ -179,3 +179,9 @@ def test_kubectl_pod_list_parses_and_bad_output_is_named():
         mindie_commands.parse_pods("error: the server doesn't have a resource type")
     with pytest.raises(ValueError, match=r"items\[0\].metadata.name"):
         mindie_commands.parse_pods('{"items": [{"metadata": {}}]}')
+
+
+def test_pods_are_matched_in_mindies_numbering_not_alphabetically():
+    names = ["mindie-server-10-master-0", "mindie-server-2-worker-0", "mindie-server-2-master-0"]
+    assert sorted(names, key=mindie_commands.natural_key) == [
+        "mindie-server-2-master-0", "mindie-server-2-worker-0", "mindie-server-10-master-0"]

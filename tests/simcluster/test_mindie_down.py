@@ -35,7 +35,7 @@ def test_down_stops_every_pod_of_every_namespace():
         wait_ready(client, "downjob")
         items = pods(client, "downjob")
         assert [i["spec"]["nodeName"] for i in items.values()] == ["ctl", "ctl", "a2n0", "a2n0"]
-        pids = [int(i["metadata"]["annotations"]["simcluster/pid"]) for i in items.values()]
+        pids = [int(i["metadata"]["annotations"]["sim.pdcp.dev/pid"]) for i in items.values()]
         client.close()
         assert all(pid_alive(p) for p in pids)
     finally:

@@ -55,8 +55,8 @@ def sim():
 
 
 def _pids(items: dict) -> list[int]:
-    return [int(i["metadata"]["annotations"]["simcluster/pid"]) for i in items.values()
-            if i["metadata"]["annotations"]["simcluster/pid"]]
+    return [int(i["metadata"]["annotations"]["sim.pdcp.dev/pid"]) for i in items.values()
+            if i["metadata"]["annotations"]["sim.pdcp.dev/pid"]]
 
 
 def _wait_gone(pids, timeout=10.0):
@@ -101,7 +101,7 @@ def test_deploy_serves_chat_through_p_then_d_and_delete_stops_every_pod(sim):
         assert [servers[f"mindie-server-{i}-master-0"]["spec"]["nodeName"] for i in (0, 1)] == ["a3n0", "a3n0"]
         assert {servers[n]["spec"]["nodeName"] for n in ("mindie-server-2-master-0", "mindie-server-2-worker-0")} \
             == {"a3n1"}
-        devices = [servers[n]["metadata"]["annotations"]["simcluster/npu-devices"] for n in sorted(servers)]
+        devices = [servers[n]["metadata"]["annotations"]["sim.pdcp.dev/npu-devices"] for n in sorted(servers)]
         assert devices == ["0,1,2,3,4,5,6,7", "8,9,10,11,12,13,14,15"] * 2
         rc, out, _ = ssh_run(client, "kubectl logs -n pdjob mindie-server-0-master-0")
         assert rc == 0 and "serving deepseek_r1 (kv_producer)" in out and "dies [0, 1, 2, 3, 4, 5, 6, 7]" in out
@@ -196,7 +196,7 @@ def test_not_enough_npus_leaves_a_pod_pending_and_the_coordinator_never_ready(si
         assert refused.value.code == 503
         rc, _, err = ssh_run(client, "kubectl logs -n pendjob mindie-server-1-worker-0")
         assert rc == 1 and "ContainerCreating" in err
-        controller = int(items["pendjob-controller-master-0"]["metadata"]["annotations"]["simcluster/pid"])
+        controller = int(items["pendjob-controller-master-0"]["metadata"]["annotations"]["sim.pdcp.dev/pid"])
         os.kill(controller, signal.SIGKILL)
         assert not _wait_gone([controller])
         assert pods(client, "pendjob")["pendjob-controller-master-0"]["status"]["phase"] == "Failed"

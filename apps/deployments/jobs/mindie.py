@@ -28,9 +28,13 @@ LOG_LINES_ON_FAILURE = 20
 def mindie_deploy(run: DeploymentRun) -> None:
     ctx, plan, m = run.ctx, run.plan, run.plan.mindie
     coordinator = next(p for p in plan.processes if p.role == "proxy")
-    run.planned_steps(Counter({m.deploy_host: 5, **({coordinator.node: 1} if coordinator.node != m.deploy_host
-                                                    else {})}))
+    # connect, write, deploy_ac_job.py, ready on the deploy host; connect and the probe on the coordinator's node
+    steps = Counter({m.deploy_host: 4})
+    steps[coordinator.node] += 1 if coordinator.node == m.deploy_host else 2
+    run.planned_steps(steps)
     run.connect(list(dict.fromkeys([m.deploy_host, coordinator.node])))
+    if _already_running(run, coordinator):
+        return
     _write_user_config(run)
     ctx.check_cancel()
     ctx.step(f"deploy: {m.deploy}", node=m.deploy_host)
@@ -51,6 +55,37 @@ def mindie_deploy(run: DeploymentRun) -> None:
     ctx.summary = (f"r{run.revision.number} deployed through MindIE on {m.deploy_host} (namespace {m.job_id}): "
                    f"{roles['prefill']} prefill and {roles['decode']} decode pods, the coordinator on "
                    f"{coordinator.address}:{coordinator.ports[0]}; it answered a completion: {answer!r}")
+
+
+def _already_running(run: DeploymentRun, coordinator: PlannedProcess) -> bool:
+    """A deploy is idempotent: a namespace already serving this revision's user_config.json, ready, is kept; one
+    holding anything else (another revision, pods left Failed by a reboot) is taken down before the new submit."""
+    ctx, m = run.ctx, run.plan.mindie
+    pods = _pods(run)
+    if not pods:
+        return False
+    same = run.fleet.run(m.deploy_host, kube.same_file_command(m.user_config_path, m.user_config), timeout=15).ok
+    log = run.fleet.run(m.deploy_host, m.ready, timeout=30)
+    ready = log.ok and kube.READY_LINE in log.stdout and all(p.phase == "Running" for p in pods)
+    if same and ready:
+        ctx.log(f"namespace {m.job_id} already serves this revision's user_config.json and its coordinator is "
+                "ready: kept", node=m.deploy_host)
+        _record_pods(run, pods)
+        for _ in range(3):  # write, submit and ready: nothing to do
+            run.progress(m.deploy_host, "kept")
+        answer = probe(run, coordinator)
+        run.done([m.deploy_host, coordinator.node])
+        ctx.summary = (f"r{run.revision.number} already runs through MindIE on {m.deploy_host} (namespace {m.job_id}, "
+                       f"{len(pods)} pods): kept; the coordinator answered a completion: {answer!r}")
+        return True
+    why = "another user_config.json" if not same else "pods not all running or the coordinator not ready"
+    ctx.log(f"namespace {m.job_id} holds a MindIE deployment ({why}): taking it down first", node=m.deploy_host,
+            stream="stderr")
+    left = mindie_undeploy(run, "replace")
+    if left:
+        run.fail(m.deploy_host, f"delete.sh left {len(left)} pods running in {m.job_id}: "
+                 + ", ".join(p.name for p in left))
+    return False
 
 
 def _write_user_config(run: DeploymentRun) -> None:
@@ -115,7 +150,7 @@ def _record_pods(run: DeploymentRun, pods: list[kube.Pod]) -> None:
     for role in ("prefill", "decode", "proxy"):
         planned = [p for p in plan.processes if p.role == role]
         actual = sorted((p for p in pods if p.role == ("coordinator" if role == "proxy" else role)),
-                        key=lambda p: p.name)
+                        key=lambda p: kube.natural_key(p.name))
         if len(actual) != len(planned):
             run.fail(plan.mindie.deploy_host, f"Kubernetes runs {len(actual)} {role} pods, the topology plans "
                      f"{len(planned)}: {', '.join(p.name for p in actual) or 'none'}")
@@ -138,7 +173,7 @@ def _record(run: DeploymentRun, p: PlannedProcess, pod: kube.Pod | None, state: 
         revision=run.revision, node=run.nodes.get(node), node_name=node, role=p.role, instance=p.instance or "",
         address=pod.ip if pod else p.address, ports=list(pod.ports if pod and pod.ports else p.ports),
         health_url="", pid=None, command=f"{m.deploy}  # pod {pod.name if pod else '(not placed yet)'}",
-        fingerprint=fingerprint(p), log_path=f"kubectl logs -n {m.job_id} {pod.name if pod else ''}".strip(),
+        fingerprint=fingerprint(p), log_path=kube.pod_log_path(m.deploy_host, m.job_id, pod.name) if pod else "",
         pid_file="", state=state, state_detail=detail, last_job=run.ctx.job))
     run.rows = {r.key: r for r in run.deployment.processes.all()}
 
@@ -162,6 +197,7 @@ def mindie_stop(run: DeploymentRun) -> None:
     run.planned_steps(Counter({m.deploy_host: 3}))
     run.connect([m.deploy_host])
     left = mindie_undeploy(run, "stop")
+    run.progress(m.deploy_host, "delete.sh ran")
     if left:
         raise JobFailed(f"delete.sh ran, but {len(left)} pods still run in {m.job_id}: "
                         + ", ".join(p.name for p in left))
@@ -184,7 +220,8 @@ def mindie_refresh(run: DeploymentRun) -> None:
     run.planned_steps(Counter({m.deploy_host: 2}))
     run.connect([m.deploy_host])
     pods = _pods(run)
-    by_role = {role: sorted((p for p in pods if p.role == role), key=lambda p: p.name)
+    run.progress(m.deploy_host, f"{len(pods)} pods read")
+    by_role = {role: sorted((p for p in pods if p.role == role), key=lambda p: kube.natural_key(p.name))
                for role in ("prefill", "decode", "coordinator")}
     states = Counter()
     for role in ("prefill", "decode", "proxy"):
@@ -225,6 +262,7 @@ def mindie_preflight(run: DeploymentRun) -> None:
         for text in problems:
             ctx.log(text, node=m.deploy_host, stream="error")
         run.fail(m.deploy_host, f"preflight found {len(problems)} problems on {m.deploy_host}: " + "; ".join(problems))
+    run.progress(m.deploy_host, "all checks passed")
     run.done([m.deploy_host], "all checks passed")
     ctx.summary = (f"preflight passed on {m.deploy_host}: python3, kubectl, bash, MindIE's deploy scripts in "
                    f"{m.scripts_dir}, run dir {run.spec.run_dir}")

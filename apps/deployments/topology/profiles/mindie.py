@@ -44,8 +44,9 @@ class MindieProfile:
             for i, node_name in enumerate(inst.span):
                 node = nodes[node_name]
                 visible = ",".join(map(str, devices[inst.name, node_name]))
+                # api_port: the server's port in its pod (MindIE Server's 1025 by default; hostNetwork, so on the node)
                 pods.append(self._pod(spec, f"{inst.name}-pod{i}", inst.role, inst.name, node, i * inst.dp_local,
-                                      {"ASCEND_RT_VISIBLE_DEVICES": visible}))
+                                      {"ASCEND_RT_VISIBLE_DEVICES": visible}, ports=(inst.api_port,)))
         coordinator_node = nodes[spec.proxy.node]
         coordinator = self._pod(spec, "coordinator", "proxy", None, coordinator_node, None, {},
                                 ports=(spec.proxy.port, spec.proxy.admin_port))
