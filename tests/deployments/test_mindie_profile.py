@@ -185,3 +185,13 @@ def test_pods_are_matched_in_mindies_numbering_not_alphabetically():
     names = ["mindie-server-10-master-0", "mindie-server-2-worker-0", "mindie-server-2-master-0"]
     assert sorted(names, key=mindie_commands.natural_key) == [
         "mindie-server-2-master-0", "mindie-server-2-worker-0", "mindie-server-10-master-0"]
+
+
+def test_the_make_run_demo_renders_on_the_reference_cluster():
+    nodes = {f"node{i}": NodeFacts(f"node{i}", f"127.0.10.{i + 1}", frozenset(range(16)), 16, is_sim=True)
+             for i in range(4)}
+    nodes.update({n: NodeFacts(n, f"127.0.10.{a}", frozenset(), 0, is_sim=True) for n, a in (("proxy", 5), ("bench", 6))})
+    config = json.loads(build_plan(spec_from_dict(example("demo-sim.yaml")), nodes).mindie.user_config)
+    deploy = config["deploy_config"]
+    assert (deploy["p_instances_num"], deploy["d_instances_num"], deploy["single_d_instance_pod_num"]) == (2, 1, 2)
+    assert config["mindie_ms_coordinator_config"]["http_config"]["predict_ip"] == "127.0.10.5"
