@@ -29,7 +29,13 @@ def real_targets():
 
 
 def test_engine_exposition(real_targets):
-    p = read_target("p0-dp0", "prefill", real_targets["p"].url + "/metrics")
+    # The Prefill frees a request's KV when the Decode's pull completes, just after the client's answer: poll.
+    deadline = time.monotonic() + 10
+    while True:
+        p = read_target("p0-dp0", "prefill", real_targets["p"].url + "/metrics")
+        if p.status != OK or p.values["kv_usage"] == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     d = read_target("d0-dp0", "decode", real_targets["d"].url + "/metrics")
     assert p.status == OK and d.status == OK, (p.reason, d.reason)
     assert p.values["running"] == 0 and p.values["waiting"] == 0 and p.values["kv_usage"] == 0
