@@ -169,13 +169,13 @@ def _record_pods(run: DeploymentRun, pods: list[kube.Pod]) -> None:
 def _record(run: DeploymentRun, p: PlannedProcess, pod: kube.Pod | None, state: ProcessState, detail: str) -> None:
     node = (pod and next((n for n, f in run.nodes.items() if f.address == pod.ip), None)) or p.node
     m = run.plan.mindie
-    Process.objects.update_or_create(deployment=run.deployment, key=p.key, defaults=dict(
+    row, _ = Process.objects.update_or_create(deployment=run.deployment, key=p.key, defaults=dict(
         revision=run.revision, node=run.nodes.get(node), node_name=node, role=p.role, instance=p.instance or "",
         address=pod.ip if pod else p.address, ports=list(pod.ports if pod and pod.ports else p.ports),
         health_url="", pid=None, command=f"{m.deploy}  # pod {pod.name if pod else '(not placed yet)'}",
         fingerprint=fingerprint(p), log_path=kube.pod_log_path(m.deploy_host, m.job_id, pod.name) if pod else "",
         pid_file="", state=state, state_detail=detail, last_job=run.ctx.job))
-    run.rows = {r.key: r for r in run.deployment.processes.all()}
+    run.rows[p.key] = row  # as DeploymentRun.record keeps them: one write per pod, no re-read of every row
 
 
 def mindie_undeploy(run: DeploymentRun, why: str) -> list[kube.Pod]:
