@@ -188,6 +188,16 @@ def node_processes(ndir: Path) -> list[int]:
     return sorted(found)
 
 
+def _environ(proc: Path) -> list[bytes]:
+    """A process inside execve reads as an empty environ for a moment (docs/ssh-execution.md): look again."""
+    for wait in (0, 0.02, 0.05, 0.1, 0.2):
+        time.sleep(wait)
+        data = (proc / "environ").read_bytes()
+        if data:
+            break
+    return data.split(b"\0")
+
+
 def _processes_with_env(name: str, value: str, uid: int) -> set[int]:
     marker = f"{name}={value}".encode()
     found = set()
@@ -195,7 +205,7 @@ def _processes_with_env(name: str, value: str, uid: int) -> set[int]:
         try:
             if proc.stat().st_uid != uid:
                 continue
-            environ = (proc / "environ").read_bytes().split(b"\0")
+            environ = _environ(proc)
         except OSError:
             continue
         if marker in environ and pid_alive(int(proc.name)):

@@ -52,8 +52,13 @@ MARKER_VARIABLE = "PDCP_PROCESS"
 
 # Shell function shared by the stop and state commands: true while $1 runs and is not a zombie.
 _ALIVE = 'alive() { s=$(ps -o stat= -p "$1" 2>/dev/null) || return 1; case $s in ""|Z*) return 1;; esac; }'
-# True when pid $1 is the login user's and its environment holds the line $2 (PDCP_PROCESS=<marker>).
-_OURS = 'ours() { [ -O "/proc/$1" ] && grep -qzxF -e "$2" "/proc/$1/environ" 2>/dev/null; }'
+# True when pid $1 is the login user's and its environment holds the line $2 (PDCP_PROCESS=<marker>). Asked again
+# for most of a second while the pid lives: a process inside execve (a launcher's `exec` chain: sh, a shim, python,
+# the binary) reads as an empty /proc/<pid>/environ for a moment, and one look then called a starting
+# mooncake_master "stopped" (measured: docs/ssh-execution.md).
+_OURS = ('ours() { for w in 0 0.02 0.05 0.1 0.2 0.4; do [ "$w" = 0 ] || sleep "$w"; '
+         '[ -O "/proc/$1" ] && grep -qzxF -e "$2" "/proc/$1/environ" 2>/dev/null && return 0; '
+         '[ -d "/proc/$1" ] || return 1; done; return 1; }')
 # pdcp_dirs: refuse unless each existing one of "$@" is a real directory owned by root or the login user and not
 # writable by group or others (one stat for all). pdcp_owned: each of "$@" is the login user's. pdcp_files: none of
 # "$@" is a symbolic link or other than a regular file.

@@ -32,3 +32,25 @@ def test_down_stops_processes_started_over_ssh_outside_the_node_dir(state_root):
         time.sleep(0.1)
     assert not pid_alive(pid), f"left running: {pid} (down stopped {stopped})"
     assert any(entry.endswith(f":{pid}") for entry in stopped)
+
+
+def test_a_process_in_the_middle_of_an_exec_chain_is_still_found(tmp_path):
+    """A process inside execve reads as an empty environ for a moment (docs/ssh-execution.md): `down` must not
+    miss, and leave running, a launch that is still exec'ing its way to the binary."""
+    import os
+    import pwd
+    import subprocess
+
+    loop = 'n=${1:-0}; [ "$n" -ge 20000 ] && exec sleep 60; exec sh -c "$0" "$0" $((n+1))'
+    node_dir = str(tmp_path / "node-exec")
+    proc = subprocess.Popen(["sh", "-c", loop, loop], env={**os.environ, "SIMCLUSTER_NODE_DIR": node_dir},
+                            user="simnode", cwd="/", start_new_session=True)
+    try:
+        uid = pwd.getpwnam("simnode").pw_uid
+        misses = sum(proc.pid not in cluster._processes_with_env("SIMCLUSTER_NODE_DIR", node_dir, uid)
+                     for _ in range(400))
+        assert proc.poll() is None
+        assert misses == 0
+    finally:
+        proc.kill()
+        proc.wait()
