@@ -215,7 +215,9 @@ class SshConnection:
     # --- commands ---------------------------------------------------------------------------------
 
     def _open_channel(self) -> paramiko.Channel:
-        """A session channel, reconnecting once if the transport turns out to be dead.
+        """A session channel, reconnecting once if the transport turns out to be dead, and asking once more when
+        a live one did not answer in time (sshd on a machine too loaded to fork the session: a CI run lost a deploy
+        to one such timeout).
 
         Safe to retry: nothing has been sent to the remote shell yet.
         """
@@ -224,7 +226,8 @@ class SshConnection:
             try:
                 return transport.open_session(timeout=self.connect_timeout)
             except (paramiko.SSHException, EOFError, OSError) as exc:
-                if attempt == 2 or transport.is_active():
+                timed_out = str(exc).startswith("Timeout opening channel")
+                if attempt == 2 or (transport.is_active() and not timed_out):
                     raise SshError(f"{self.target.name}: could not open a channel: {exc}") from None
         raise AssertionError("unreachable")
 
