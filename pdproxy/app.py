@@ -19,6 +19,7 @@ from .pd_flow import PDFlow
 
 GENERATE = ("/v1/completions", "/v1/chat/completions")
 METRICS_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+CLIENT_CLOSED_REQUEST = 499  # the code label of a request whose client left before any answer (nginx's)
 REFUSAL_CAUSES = {400: "bad_request", 413: "too_large", 414: "url_too_long", 431: "headers_too_large"}
 
 
@@ -63,10 +64,14 @@ class ProxyApp:
             if self.limiter.enabled and not self._admit(req, conn):
                 self.metrics.request(path, 429)
                 return
-            await self.flow.generate(req, conn, path)
-            m = self.metrics
-            m.request(path, conn.status_sent)
-            m.observe(m.duration, path, time.perf_counter() - req.t0)
+            try:
+                await self.flow.generate(req, conn, path)
+            finally:
+                # Counted however the handler ends: a client that hangs up as soon as it has read `[DONE]` cancels
+                # it (connection_lost) while the Decode's stream is still ending, and was answered all the same.
+                m = self.metrics
+                m.request(path, conn.status_sent or CLIENT_CLOSED_REQUEST)
+                m.observe(m.duration, path, time.perf_counter() - req.t0)
             return
         if path == "/v1/models":
             await self.flow.models(req, conn)

@@ -3,7 +3,8 @@
 Plays Prefill or Decode by what the request says (kv_transfer_params). Control endpoints:
   POST /_fault {"mode": ..., "legs": ["prefill","decode"], "times": K, "n": N, "seconds": S, "health": ...}
      modes: ok | 500 | 400 | garbage | garbage_json | hang | cut_after (n events) | slow_first_byte (seconds)
-            | close_port | recompute_after (n tokens) ; health: ok | fail
+            | close_port | recompute_after (n tokens)
+            | slow_end (seconds between [DONE] and the end of the stream) ; health: ok | fail
   GET /_stats   -> {"counts": {...}, "requests": [records]}      POST /_reset -> clear records
 Prints "PORT <n>" once listening.
 """
@@ -255,6 +256,11 @@ class Conn(asyncio.Protocol):
                 await asyncio.sleep(st.token_delay)
             if stop == "recomputed":
                 break
+        if mode == "slow_end":  # the last event now, the end of the stream `seconds` later
+            w(b"e\r\ndata: [DONE]\n\n\r\n")
+            await asyncio.sleep(float(fault.get("seconds", 1.0)))
+            w(b"0\r\n\r\n")
+            return
         w(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
 
 

@@ -1,8 +1,10 @@
 """Prometheus metrics: per-edge counters add up; the names the control plane scrapes exist."""
 
 import concurrent.futures as cf
+import json
+import socket
 
-from conftest import completion
+from conftest import completion, wait_until
 
 
 def test_edge_counters_add_up_to_requests_sent(cluster):
@@ -45,3 +47,25 @@ def test_error_causes_and_backend_states_are_exported(cluster):
     for name in ("pdproxy_backend_inflight", "pdproxy_backend_healthy", "pdproxy_backend_state",
                  "pdproxy_prefill_duration_seconds_bucket"):
         assert name in text
+
+
+def test_a_client_that_hangs_up_once_answered_is_counted(cluster):
+    """AISBench closes its connection as soon as it reads `data: [DONE]`, while the Decode's stream may not have
+    ended: the request was answered and counts as such (a CI run's proxy counted 7 of 8)."""
+    p, d = cluster.backend("p1"), cluster.backend("d1")
+    proxy = cluster.proxy([p], [d])
+    d.fault("slow_end", legs=["decode"], seconds=1.0, times=3)
+    body = json.dumps(completion(stream=True, max_tokens=4)).encode()
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: proxy\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            seen = b""
+            while b"data: [DONE]" not in seen:
+                chunk = sock.recv(65536)
+                assert chunk, seen
+                seen += chunk
+        assert seen.startswith(b"HTTP/1.1 200")
+    assert wait_until(lambda: proxy.metric("pdproxy_requests_total", endpoint="/v1/completions") == 3, timeout=5)
+    assert proxy.metric("pdproxy_requests_total", endpoint="/v1/completions", code="200") == 3
+    assert proxy.metric("pdproxy_request_duration_seconds_count", endpoint="/v1/completions") == 3
