@@ -462,8 +462,9 @@ def eval_summary(run: dict) -> list[str]:
             lines.append(f"  {key.replace('_', ' ')}: {perf[key]:.2f}")
     for metric, stats in (run.get("perf_percentiles") or {}).items():
         if isinstance(stats, dict) and stats.get("median") is not None:
+            unit = f" {stats['unit']}" if stats.get("unit") else ""
             lines.append(f"  {metric}: median {stats.get('median'):.2f}, p90 {cell(stats.get('p90'))}, "
-                         f"p99 {cell(stats.get('p99'))} ms")
+                         f"p99 {cell(stats.get('p99'))}{unit}")
     if run.get("explanation"):
         lines.append(f"  {' '.join(str(run['explanation']).split())}")
     return lines

@@ -258,6 +258,22 @@ def test_eval_run_sends_ignore_eos_only_when_given(stub):
     assert "ignore_eos" not in second
 
 
+def test_eval_show_prints_each_metric_in_its_own_unit(stub):
+    # stored as the parser keeps AISBench's table: times in ms, throughputs in theirs, token counts without one
+    stub.on("GET", "/api/evals/runs/3/", (200, {
+        "id": 3, "deployment_name": "mindie-demo", "revision_number": 1, "mode": "performance",
+        "dataset_key": "catalogue:made-up-aime", "status": "succeeded", "perf_summary": {},
+        "perf_percentiles": {
+            "TTFT": {"unit": "ms", "median": 217.6, "p90": 220.2, "p99": 223.8},
+            "OutputTokens": {"unit": "", "median": 64.0, "p90": 64.0, "p99": 64.0},
+            "OutputTokenThroughput": {"unit": "token/s", "median": 26.62, "p90": 26.7, "p99": 26.73}}}))
+    code, out, _ = run("eval", "show", "3")
+    assert code == 0
+    assert "  TTFT: median 217.60, p90 220.2, p99 223.8 ms\n" in out
+    assert "  OutputTokens: median 64.00, p90 64.0, p99 64.0\n" in out
+    assert "  OutputTokenThroughput: median 26.62, p90 26.7, p99 26.73 token/s\n" in out
+
+
 # --- jobs and --wait ----------------------------------------------------------------------------------------
 
 def job(status, summaries=(), **extra):
