@@ -158,7 +158,8 @@ def write_inventory(spec: dict, state: dict, key_path: Path, path: Path) -> Path
                       "labels": dict(n.get("labels") or {})})
     doc = {"version": 1,
            "credentials": [{"name": "simcluster", "username": LOGIN_USER, "private_key_file": str(key_path)}],
-           "clusters": [{"name": spec["name"], "description": spec.get("description", ""), "nodes": nodes}]}
+           "clusters": [{"name": spec["name"], "description": spec.get("description", ""),
+                         "allowlist": mindie_publish.cluster_allowlist(), "nodes": nodes}]}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
 

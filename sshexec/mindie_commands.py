@@ -16,8 +16,31 @@ READY_LINE = "MindIE-MS coordinator is ready!!!"
 COORDINATOR_LABEL = "mindie-ms-coordinator"
 
 
+SCRIPTS = ("deploy_ac_job.py", "delete.sh")
+# pdcp_root_owned: refuse (exit 1, the first bad path on stderr, top-down) unless each of "$@" exists, is no
+# symbolic link, is root's and is writable by neither group nor others.
+_ROOT_OWNED = (
+    'pdcp_root_owned() { for p; do if [ -L "$p" ]; then echo "pdcp: refusing $p: it is a symbolic link" >&2; '
+    'return 1; fi; s=$(stat --printf \'%u %a\' -- "$p" 2>/dev/null) || { echo "pdcp: refusing $p: it does not '
+    'exist" >&2; return 1; }; u=${s% *}; a=${s#* }; '
+    'if [ "$u" != 0 ]; then echo "pdcp: refusing $p: it is owned by uid $u, not root, and MindIE\'s deploy runs '
+    'the Python found there" >&2; return 1; fi; '
+    'if [ $((0$a & 022)) != 0 ]; then echo "pdcp: refusing $p: it is writable by group or others (mode $a), and '
+    'MindIE\'s deploy runs the Python found there" >&2; return 1; fi; done; }'
+)
+
+
+def scripts_dir_guard(scripts_dir: str) -> str:
+    """Exit 1, naming the path, unless scripts_dir, every directory above it and its deploy scripts are root's and
+    writable by no one else: checked on the host, in the same shell line, right before a script of it runs."""
+    path = PurePosixPath(scripts_dir)
+    paths = [str(p) for p in (*reversed(path.parents), path)] + [str(path / name) for name in SCRIPTS]
+    return f"{_ROOT_OWNED}; pdcp_root_owned {' '.join(q(p) for p in paths)}"
+
+
 def deploy_command(scripts_dir: str, user_config: PurePosixPath | str) -> str:
-    return f"cd {q(scripts_dir)} && python3 deploy_ac_job.py --user_config_path {q(str(user_config))}"
+    return (f"{scripts_dir_guard(scripts_dir)} && cd {q(scripts_dir)} && "
+            f"python3 deploy_ac_job.py --user_config_path {q(str(user_config))}")
 
 
 def same_file_command(path: PurePosixPath | str, content: str) -> str:
@@ -27,10 +50,7 @@ def same_file_command(path: PurePosixPath | str, content: str) -> str:
 
 
 def delete_command(scripts_dir: str, job_id: str) -> str:
-    return f"cd {q(scripts_dir)} && bash delete.sh {q(job_id)}"
-
-
-SCRIPTS = ("deploy_ac_job.py", "delete.sh")
+    return f"{scripts_dir_guard(scripts_dir)} && cd {q(scripts_dir)} && bash delete.sh {q(job_id)}"
 
 
 def scripts_check_command(scripts_dir: str) -> str:

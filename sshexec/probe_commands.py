@@ -64,7 +64,7 @@ def disk_command(path: PurePosixPath | str) -> str:
             'df -Pk "$d" | tail -n 1')
 
 
-PREFLIGHT_SECTIONS = ("binaries", "ports", "disk", "rundir", "npu", "scripts")
+PREFLIGHT_SECTIONS = ("binaries", "ports", "disk", "rundir", "npu", "scripts", "owner")
 RUN_DIR_OK = "run-dir-ok"
 
 

@@ -27,7 +27,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .choices import ProcessState
-from .topology import NodeFacts, Problem, TopologySpec, build_plan, spec_from_dict
+from .topology import (
+    NO_ALLOWLIST,
+    ClusterAllowlist,
+    NodeFacts,
+    Problem,
+    TopologySpec,
+    build_plan,
+    spec_from_dict,
+)
 from .topology import ports as port_math
 from .topology.placement import assign_devices
 from .topology.port_rules import listener_claims
@@ -53,8 +61,8 @@ class Held:
 
 # --- what the others hold ---------------------------------------------------------------------------------------
 
-def held_by_others(cluster, deployment_id: int | None, *, active: Iterable, facts_for: Callable[[str], dict]
-                   ) -> list[Held]:
+def held_by_others(cluster, deployment_id: int | None, *, active: Iterable, facts_for: Callable[[str], dict],
+                   allowlist: ClusterAllowlist = NO_ALLOWLIST) -> list[Held]:
     """Everything the cluster's other deployments hold. `active`: their active revisions (deployment loaded);
     `facts_for(launch_profile)`: the inventory's NodeFacts (read once by the caller)."""
     from .models import Process
@@ -66,7 +74,7 @@ def held_by_others(cluster, deployment_id: int | None, *, active: Iterable, fact
     rendered: set[int] = set()  # deployments whose active revision rendered: its own rows are in its plan
     active_ids = set()
     for revision in active:
-        holds = _active_holds(revision, facts_for)
+        holds = _active_holds(revision, facts_for, allowlist)
         active_ids.add(revision.pk)
         if holds is not None:
             out += holds
@@ -79,12 +87,12 @@ def held_by_others(cluster, deployment_id: int | None, *, active: Iterable, fact
     return out
 
 
-def _active_holds(revision, facts_for) -> list[Held] | None:
+def _active_holds(revision, facts_for, allowlist: ClusterAllowlist) -> list[Held] | None:
     """None when the revision no longer parses, validates or renders against the inventory."""
     try:
         spec = spec_from_dict(revision.spec)
         facts = facts_for(spec.launch_profile)
-        plan = build_plan(spec, facts)  # SpecError and TopologyInvalid are ValueErrors
+        plan = build_plan(spec, facts, allowlist)  # SpecError and TopologyInvalid are ValueErrors
     except ValueError:
         return None
     name, source = revision.deployment.name, f"active revision r{revision.number}"

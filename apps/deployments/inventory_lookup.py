@@ -13,7 +13,7 @@ from __future__ import annotations
 from apps.inventory.choices import NpuHealth
 from apps.inventory.models import Cluster, Node
 
-from .topology import NodeFacts
+from .topology import ClusterAllowlist, NodeFacts
 
 SIM_PROFILE = "sim"
 # Hardware model words -> HBM per die in MB (docs/hbm-fit.md): Atlas 800I A3 (Ascend 910C, 2 dies of 64 GB per
@@ -50,3 +50,8 @@ def die_hbm_mb(node: Node, npus: list) -> int | None:
 
 def cluster_facts(cluster: Cluster, *, launch_profile: str = "") -> dict[str, NodeFacts]:
     return {name: node_facts(n, launch_profile=launch_profile) for name, n in cluster_nodes(cluster).items()}
+
+
+def cluster_allowlist(cluster: Cluster) -> ClusterAllowlist:
+    """What the cluster's admin lets a topology name (Cluster.allowlist, checked when it was stored)."""
+    return ClusterAllowlist.from_data(cluster.allowlist)

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from .claims import held_by_others, overlap_problems
-from .inventory_lookup import cluster_nodes, node_facts
+from .inventory_lookup import cluster_allowlist, cluster_nodes, node_facts
 from .topology import (
     Problem,
     SpecError,
@@ -140,8 +140,9 @@ def validate_spec(spec: TopologySpec, *, cluster, deployment_id: int | None = No
     facts = facts_for(spec.launch_profile)
     others = list(Revision.objects.filter(is_active=True, deployment__cluster=cluster)
                   .exclude(deployment_id=deployment_id).select_related("deployment").order_by("deployment__name"))
-    held = held_by_others(cluster, deployment_id, active=others, facts_for=facts_for)
-    return validate_topology(spec, facts) + _run_dir_problems(spec, others) + overlap_problems(spec, facts, held)
+    allowlist = cluster_allowlist(cluster)
+    held = held_by_others(cluster, deployment_id, active=others, facts_for=facts_for, allowlist=allowlist)
+    return validate_topology(spec, facts, allowlist) + _run_dir_problems(spec, others) + overlap_problems(spec, facts, held)
 
 
 def checked_spec(*, cluster, deployment_id: int | None = None, deployment_name: str | None = None,

@@ -9,7 +9,7 @@ import threading
 from collections import OrderedDict
 
 from .claims import HOLDING_STATES
-from .inventory_lookup import cluster_facts, cluster_nodes
+from .inventory_lookup import cluster_allowlist, cluster_facts, cluster_nodes
 from .revision_checks import RevisionInvalid, validate_spec
 from .topology import (
     Plan,
@@ -33,7 +33,7 @@ def render_plan(spec: TopologySpec, cluster, *, deployment_id: int | None = None
     if problems:
         raise RevisionInvalid(problems, spec)
     try:
-        return build_plan(spec, cluster_facts(cluster, launch_profile=spec.launch_profile))
+        return build_plan(spec, cluster_facts(cluster, launch_profile=spec.launch_profile), cluster_allowlist(cluster))
     except TopologyInvalid as exc:  # the inventory changed between the two reads
         raise RevisionInvalid(exc.problems, spec) from None
 
@@ -87,7 +87,8 @@ def plan_inputs_key(deployment, revision, inventory: dict) -> str:
             .exclude(deployment_id=deployment.pk).order_by("pk")
             .values_list("pk", "deployment_id", "revision_id", "state", "role", "node_name", "address", "ports",
                          "fingerprint"))
-    text = repr((deployment.pk, deployment.cluster_id, revision.pk, nodes, list(others), list(held)))
+    allowlist = json.dumps(deployment.cluster.allowlist or {}, sort_keys=True)
+    text = repr((deployment.pk, deployment.cluster_id, revision.pk, nodes, allowlist, list(others), list(held)))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

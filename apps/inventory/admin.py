@@ -55,6 +55,7 @@ class NodeInline(admin.TabularInline):
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
     list_display = ["name", "description", "updated"]
+    fields = ["name", "description", "allowlist"]
     inlines = [NodeInline]
 
 

@@ -10,9 +10,11 @@ import yaml
 from plainyaml import NoAliasSafeLoader, refuse_duplicate_keys
 from plainyaml import short_repr as _show
 
+from .allowlist import allowlist_problems, normal_allowlist
+
 ALLOWED_TOP = {"version", "credentials", "clusters"}
 CREDENTIAL_KEYS = {"name", "username", "private_key", "private_key_file", "password"}
-CLUSTER_KEYS = {"name", "description", "nodes"}
+CLUSTER_KEYS = {"name", "description", "allowlist", "nodes"}
 NODE_KEYS = {"name", "address", "ssh_port", "ssh_user", "credential", "host_key", "hardware_model", "npu_model",
              "npu_count", "labels"}
 CSV_COLUMNS = ["cluster", "name", "address", "ssh_port", "ssh_user", "credential", "host_key", "hardware_model",
@@ -57,6 +59,7 @@ class ClusterRow:
     line: int
     name: str
     description: str = ""
+    allowlist: dict | None = None  # None: the file does not say (the stored one is kept)
 
 
 @dataclass
@@ -94,6 +97,15 @@ def _construct_mapping(loader, node):
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _allowlist(cluster: LinedDict, where: str, errors: list[FileError]) -> dict | None:
+    if "allowlist" not in cluster:
+        return None
+    line = cluster.lines.get("allowlist", cluster.start_line)
+    problems = allowlist_problems(cluster["allowlist"])
+    errors += [FileError(line, f"{where}.{path}", message) for path, message in problems]
+    return None if problems else normal_allowlist(cluster["allowlist"])
+
+
 def parse_yaml(text: str) -> InventoryRows:
     try:
         data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
@@ -129,7 +141,8 @@ def parse_yaml(text: str) -> InventoryRows:
             continue
         _unknown(cluster, CLUSTER_KEYS, where, errors)
         cname = _str(cluster, "name", where, errors, required=True)
-        rows.clusters.append(ClusterRow(cluster.start_line, cname, _str(cluster, "description", where, errors) or ""))
+        rows.clusters.append(ClusterRow(cluster.start_line, cname, _str(cluster, "description", where, errors) or "",
+                                        _allowlist(cluster, where, errors)))
         for j, node in enumerate(_list(cluster, "nodes", errors, where)):
             nwhere = f"{where}.nodes[{j}]"
             if not _is_map(node, nwhere, _line(cluster, "nodes"), errors):

@@ -8,6 +8,7 @@ from django.db import models
 
 from apps.audit.registry import audited
 
+from .allowlist import allowlist_problems
 from .choices import NPU_HEALTH_COLOUR, REACHABILITY_COLOUR, CredentialKind, NpuHealth, Reachability
 from .secrets import UNDECRYPTABLE, EncryptedTextField, is_undecryptable
 
@@ -26,10 +27,20 @@ def validate_address(value: str) -> None:
         raise ValidationError("expected an IP address or a host name")
 
 
+def validate_allowlist(value) -> None:
+    problems = allowlist_problems(value)
+    if problems:
+        raise ValidationError([f"{path}: {message}" for path, message in problems])
+
+
 @audited()
 class Cluster(models.Model):
     name = models.CharField(max_length=63, unique=True, validators=[name_validator])
     description = models.TextField(blank=True)
+    allowlist = models.JSONField(
+        default=dict, blank=True, validators=[validate_allowlist],
+        help_text="Admin only: the container images (pinned) and host directories (weights, mindie_scripts) a "
+                  "topology of this cluster may name (docs/cluster-allowlist.md).")
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

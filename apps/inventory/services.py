@@ -8,6 +8,7 @@ from django.db import transaction
 from apps.jobs.choices import JobKind
 from apps.jobs.services import job_create
 
+from .allowlist import normal_allowlist
 from .choices import CredentialKind
 from .inventory_file import (
     FileError,
@@ -150,6 +151,8 @@ def _apply(rows: InventoryRows, *, allow_key_files: bool, base_dir: Path | None)
         cluster = clusters.get(row.name) or Cluster(name=row.name)
         if row.description:
             cluster.description = row.description
+        if row.allowlist is not None:
+            cluster.allowlist = row.allowlist
         try:
             cluster.full_clean()
             cluster.save()
@@ -238,6 +241,9 @@ def inventory_export(clusters=None) -> dict:
             if node.labels:
                 item["labels"] = node.labels
             nodes.append(item)
-        out_clusters.append({"name": cluster.name, "description": cluster.description, "nodes": nodes})
+        entry = {"name": cluster.name, "description": cluster.description}
+        if cluster.allowlist:
+            entry["allowlist"] = normal_allowlist(cluster.allowlist)
+        out_clusters.append({**entry, "nodes": nodes})
     credentials = [{"name": c.name, "username": c.username} for c in sorted(used.values(), key=lambda c: c.name)]
     return {"version": 1, "credentials": credentials, "clusters": out_clusters}

@@ -16,11 +16,12 @@ from django.core.cache import cache
 from django.db.models import F
 
 from apps.deployments.choices import PROCESS_STATE_COLOUR, ROLE_COLOUR, ProcessState
-from apps.deployments.inventory_lookup import cluster_nodes, node_facts
+from apps.deployments.inventory_lookup import cluster_allowlist, cluster_nodes, node_facts
 from apps.deployments.models import Deployment, Process
 from apps.deployments.revision_checks import RevisionInvalid, name_problem, spec_errors_as_problems
 from apps.deployments.revision_plan import deployment_plan_cached
 from apps.deployments.topology import (
+    ClusterAllowlist,
     Plan,
     PlannedProcess,
     SpecError,
@@ -70,7 +71,7 @@ def topology_snapshot(deployment: Deployment) -> dict:
         spec, plan = deployment_plan_cached(deployment, revision, inventory=inventory)
     except RevisionInvalid as exc:
         out["problems"] = [name_problem(p, revision.spec if revision else None).as_dict() for p in exc.problems]
-        plan = _plan_ignoring_npu_health(exc.spec, inventory)
+        plan = _plan_ignoring_npu_health(exc.spec, inventory, cluster_allowlist(deployment.cluster))
         if plan is None:
             return out
         spec = exc.spec
@@ -97,7 +98,8 @@ def topology_snapshot(deployment: Deployment) -> dict:
     return out
 
 
-def _plan_ignoring_npu_health(spec: TopologySpec | None, inventory: dict[str, Node]) -> Plan | None:
+def _plan_ignoring_npu_health(spec: TopologySpec | None, inventory: dict[str, Node],
+                              allowlist: ClusterAllowlist) -> Plan | None:
     """When the only thing wrong is a die that went bad, still draw where everything is planned (the moment a die
     fails is when the picture matters most): the plan as if every die were healthy, if that one is clean."""
     if spec is None:
@@ -106,9 +108,9 @@ def _plan_ignoring_npu_health(spec: TopologySpec | None, inventory: dict[str, No
     for name, node in inventory.items():
         f = node_facts(node, launch_profile=spec.launch_profile)
         facts[name] = replace(f, healthy_logical_ids=frozenset(range(f.npu_count)))
-    if validate_topology(spec, facts):
+    if validate_topology(spec, facts, allowlist):
         return None
-    return replace(get_profile(spec.launch_profile).render(spec, facts), hbm=fit_estimates(spec, facts))
+    return replace(get_profile(spec.launch_profile).render(spec, facts, allowlist), hbm=fit_estimates(spec, facts))
 
 
 # --- live state ------------------------------------------------------------------------------------------------

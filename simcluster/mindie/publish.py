@@ -16,8 +16,19 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "mindie_scripts"
 FILES = {"deploy_ac_job.py": 0o755, "delete.sh": 0o755, "log.sh": 0o755, "user_config.json": 0o644}
 
 
+SAMPLE_IMAGE = "mindie:2.1.RC1-800I-A3-py311-openeuler24.03-lts-aarch64"  # the sample user_config.json's
+WEIGHTS_ROOT = "/models"  # where the examples' simulated weights are "mounted" from (examples/mindie/*-sim.yaml)
+
+
 def scripts_dir(root: Path | None = None) -> Path:
     return Path(root or runtime.RUNTIME_ROOT) / "mindie" / "kubernetes_deploy_scripts"
+
+
+def cluster_allowlist(root: Path | None = None) -> dict:
+    """What the simulated cluster's inventory allows a MindIE topology to name (docs/cluster-allowlist.md): the one
+    image, the weights root and the published scripts directory."""
+    return {"images": [{"reference": SAMPLE_IMAGE}], "weights": [WEIGHTS_ROOT],
+            "mindie_scripts": [str(scripts_dir(root))]}
 
 
 def publish_scripts(root: Path | None = None) -> Path:

@@ -195,3 +195,42 @@ def test_pods_that_cannot_be_placed_fail_the_deploy_and_it_takes_down_what_it_su
     assert set(Process.objects.filter(deployment=deployment).values_list("state", flat=True)) == {"stopped"}
     with pytest.raises(OSError):
         chat("anyone there?")
+
+
+@pytest.fixture
+def writable_scripts():
+    """A copy of the published scripts that an admin allowlisted, in a directory anyone may write (mode 0777): what
+    the host check is for, whatever the allowlist says."""
+    import uuid
+
+    top = Path("/var/lib") / f"pdcp-open-{uuid.uuid4().hex[:8]}"
+    shutil.copytree("/var/lib/pdcp-sim/mindie/kubernetes_deploy_scripts", top / "scripts")
+    top.chmod(0o755)
+    (top / "scripts").chmod(0o777)
+    yield top / "scripts"
+    shutil.rmtree(top)
+
+
+def test_a_scripts_directory_others_may_write_is_refused_on_the_host_before_it_runs(
+        inventory, make_user, run_dir, writable_scripts):
+    from apps.deployments.services import deployment_create, deployment_deploy, deployment_preflight
+
+    inventory.allowlist = {**inventory.allowlist, "mindie_scripts": [str(writable_scripts)]}
+    inventory.save()
+
+    def there(data):
+        data["mindie"]["scripts_dir"] = str(writable_scripts)
+
+    operator = make_user("operator", "op")
+    deployment = deployment_create(name="open", cluster=inventory, user=operator, yaml_text=topology(run_dir, there))
+    checked = run_job_now(deployment_preflight, deployment, operator)
+    assert checked.status == "failed"
+    assert f"refusing {writable_scripts}: it is writable by group or others (mode 777)" in checked.explanation
+    job = run_job_now(deployment_deploy, deployment, operator)
+    assert job.status == "failed"
+    assert f"refusing {writable_scripts}: it is writable by group or others" in job.explanation, job.explanation
+    events = " ".join(job.events.values_list("text", flat=True))
+    assert "pod mindie-server" not in events  # deploy_ac_job.py never ran
+    from apps.deployments.models import Process
+
+    assert not Process.objects.filter(deployment=deployment, state="running").exists()

@@ -12,6 +12,8 @@ import yaml
 from test_profiles_golden import check_golden
 
 from apps.deployments.topology import (
+    AllowedImage,
+    ClusterAllowlist,
     NodeFacts,
     SpecError,
     build_plan,
@@ -23,6 +25,14 @@ from apps.deployments.topology import (
 from sshexec import mindie_commands
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mindie"
+SIM_SCRIPTS = "/var/lib/pdcp-sim/mindie/kubernetes_deploy_scripts"
+SIM_IMAGE = "mindie:2.1.RC1-800I-A3-py311-openeuler24.03-lts-aarch64"
+# What the clusters' admins allow (Cluster.allowlist): the simulated cluster's, as simcluster's inventory says it
+SIM_ALLOWLIST = ClusterAllowlist(images=(AllowedImage(SIM_IMAGE),), weights=("/models",), mindie_scripts=(SIM_SCRIPTS,))
+ARTICLE_DIGEST = "sha256:" + "5a" * 32
+ARTICLE_ALLOWLIST = ClusterAllowlist(
+    images=(AllowedImage("mindie:2.1.RC1-800I-A2-py311-openeuler24.03-lts", ARTICLE_DIGEST),),
+    weights=("/home/weight",), mindie_scripts=("/home/mindie/kubernetes_deploy_scripts",))
 
 
 def sim_nodes() -> dict[str, NodeFacts]:
@@ -43,14 +53,16 @@ def example(name: str) -> dict:
     return yaml.safe_load((EXAMPLES / name).read_text())
 
 
-def problems(data: dict, nodes=None) -> dict[str, str]:
-    return {p.path: p.message for p in validate_topology(spec_from_dict(data), nodes or sim_nodes())}
+def problems(data: dict, nodes=None, allowlist=SIM_ALLOWLIST) -> dict[str, str]:
+    return {p.path: p.message for p in validate_topology(spec_from_dict(data), nodes or sim_nodes(), allowlist)}
 
 
 def test_the_article_layout_renders_4_prefill_and_1_decode_instances_with_moe_ep():
-    plan = build_plan(spec_from_dict(example("article.yaml")), article_nodes())
+    plan = build_plan(spec_from_dict(example("article.yaml")), article_nodes(), ARTICLE_ALLOWLIST)
     config = json.loads(plan.mindie.user_config)
     deploy = config["deploy_config"]
+    # the image the topology names, pinned by the digest the cluster's admin gave
+    assert deploy["image_name"] == f"mindie:2.1.RC1-800I-A2-py311-openeuler24.03-lts@{ARTICLE_DIGEST}"
     assert (deploy["p_instances_num"], deploy["d_instances_num"]) == (4, 1)
     assert (deploy["single_p_instance_pod_num"], deploy["single_d_instance_pod_num"]) == (2, 8)
     assert (deploy["p_pod_npu_num"], deploy["d_pod_npu_num"]) == (8, 8)
@@ -73,7 +85,7 @@ def test_the_article_layout_renders_4_prefill_and_1_decode_instances_with_moe_ep
 
 
 def test_sim_layout_golden_user_config_with_extra_merged():
-    plan = build_plan(spec_from_dict(example("article-sim.yaml")), sim_nodes())
+    plan = build_plan(spec_from_dict(example("article-sim.yaml")), sim_nodes(), SIM_ALLOWLIST)
     check_golden("mindie-article-sim.user_config.json", plan.mindie.user_config)
     config = json.loads(plan.mindie.user_config)
     assert config["mindie_ms_controller_config"]["digs_decode_slo"] == 50  # from extra
@@ -82,7 +94,7 @@ def test_sim_layout_golden_user_config_with_extra_merged():
 
 
 def test_plan_text_says_every_command_the_deploy_host_runs():
-    plan = build_plan(spec_from_dict(example("article-sim.yaml")), sim_nodes())
+    plan = build_plan(spec_from_dict(example("article-sim.yaml")), sim_nodes(), SIM_ALLOWLIST)
     text = plan_to_text(plan)
     assert ("cd /var/lib/pdcp-sim/mindie/kubernetes_deploy_scripts && python3 deploy_ac_job.py --user_config_path "
             "/home/simnode/pdcp-runs/mindie-article/user_config.json") in text
@@ -92,8 +104,9 @@ def test_plan_text_says_every_command_the_deploy_host_runs():
 
 def test_a_path_with_shell_characters_is_quoted_in_every_command():
     data = example("article-sim.yaml")
-    data["mindie"]["scripts_dir"] = "/opt/mindie; rm -rf ~"
-    plan = build_plan(spec_from_dict(data), sim_nodes())
+    data["mindie"]["scripts_dir"] = "/opt/mindie; rm -rf ~"  # the admin's allowlist refuses it; the renderer quotes
+    plan = build_plan(spec_from_dict(data), sim_nodes(), dataclasses.replace(SIM_ALLOWLIST, mindie_scripts=(
+        "/opt/mindie; rm -rf ~",)))
     assert "cd '/opt/mindie; rm -rf ~' && python3" in plan.mindie.deploy
 
 
@@ -139,7 +152,7 @@ def test_vllm_takes_no_ep_size_other_than_its_tp_times_dp():
     for inst in data["instances"]:
         inst.pop("ep_size")
     assert not any(p.endswith("ep_size") for p in problems(data))
-    plan = build_plan(spec_from_dict(data), sim_nodes())
+    plan = build_plan(spec_from_dict(data), sim_nodes())  # no allowlist: a vLLM topology names no image or dir
     assert all("--enable-expert-parallel" in p.launch.argv for p in plan.processes if p.role in ("prefill", "decode"))
 
 
@@ -147,7 +160,7 @@ def test_ep_must_split_the_model_experts():
     spec = spec_from_dict(example("article-sim.yaml"))
     profile = dataclasses.replace(spec.model.profile, experts=100)  # 100 experts over EP32: uneven
     spec = dataclasses.replace(spec, model=dataclasses.replace(spec.model, profile=profile))
-    found = {p.path: p.message for p in validate_topology(spec, sim_nodes())}
+    found = {p.path: p.message for p in validate_topology(spec, sim_nodes(), SIM_ALLOWLIST)}
     assert "routed experts do not split evenly over EP32" in found["instances[4].ep_size"]
 
 
@@ -191,7 +204,46 @@ def test_the_make_run_demo_renders_on_the_reference_cluster():
     nodes = {f"node{i}": NodeFacts(f"node{i}", f"127.0.10.{i + 1}", frozenset(range(16)), 16, is_sim=True)
              for i in range(4)}
     nodes.update({n: NodeFacts(n, f"127.0.10.{a}", frozenset(), 0, is_sim=True) for n, a in (("proxy", 5), ("bench", 6))})
-    config = json.loads(build_plan(spec_from_dict(example("demo-sim.yaml")), nodes).mindie.user_config)
+    config = json.loads(build_plan(spec_from_dict(example("demo-sim.yaml")), nodes, SIM_ALLOWLIST).mindie.user_config)
     deploy = config["deploy_config"]
     assert (deploy["p_instances_num"], deploy["d_instances_num"], deploy["single_d_instance_pod_num"]) == (2, 1, 2)
     assert config["mindie_ms_coordinator_config"]["http_config"]["predict_ip"] == "127.0.10.5"
+
+
+def _leaf_paths(tree, prefix=""):
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from _leaf_paths(value, f"{prefix}.{key}" if prefix else key)
+    elif isinstance(tree, list) and tree and isinstance(tree[0], dict):
+        yield from _leaf_paths(tree[0], f"{prefix}[0]")
+    else:
+        yield prefix
+
+
+def test_every_rendered_field_is_one_extra_may_not_set():
+    """RENDERED (what mindie.extra can never set) covers every field the renderer writes, in every layout."""
+    from apps.deployments.topology.profiles.mindie_config import RENDERED, rendered_config
+
+    listed = set(_leaf_paths(RENDERED))
+    for name, nodes, allowlist in (("article.yaml", article_nodes(), ARTICLE_ALLOWLIST),
+                                   ("article-sim.yaml", sim_nodes(), SIM_ALLOWLIST)):
+        rendered = set(_leaf_paths(rendered_config(spec_from_dict(example(name)), nodes, allowlist)))
+        assert rendered <= listed, rendered - listed
+
+
+def test_listed_tuning_keys_with_plain_values_pass():
+    data = example("article-sim.yaml")
+    data["mindie"]["extra"] = {
+        "mindie_ms_controller_config": {"digs_prefill_slo": 1000, "digs_decode_slo": 50.5},
+        "mindie_ms_coordinator_config": {"exception_config": {"infer_timeout": 600}},
+        "mindie_server_decode_config": {"BackendConfig": {
+            "ScheduleConfig": {"templateType": "Standard", "supportSelectBatch": True},
+            "ModelDeployConfig": {"ModelConfig": [{"kv_trans_timeout": 10, "backendType": "atb"}]}}},
+    }
+    assert problems(data) == {}
+    data["mindie"]["extra"]["mindie_server_decode_config"]["BackendConfig"]["ScheduleConfig"]["templateType"] = "Evil"
+    data["mindie"]["extra"]["mindie_ms_controller_config"]["digs_prefill_slo"] = True
+    found = problems(data)
+    assert "expected one of Standard, Mix" in found[
+        "mindie.extra.mindie_server_decode_config.BackendConfig.ScheduleConfig.templateType"]
+    assert "expected a number from 0, got True" in found["mindie.extra.mindie_ms_controller_config.digs_prefill_slo"]

@@ -247,7 +247,8 @@ def mindie_preflight(run: DeploymentRun) -> None:
     run.planned_steps(Counter({m.deploy_host: 2}))
     run.connect([m.deploy_host])
     script = remote.preflight_script(binaries=["python3", "kubectl", "bash"], run_dir=run.spec.run_dir, npu=False)
-    result = run.fleet.run(m.deploy_host, f"{script}; echo @@scripts; {kube.scripts_check_command(m.scripts_dir)}",
+    result = run.fleet.run(m.deploy_host, f"{script}; echo @@scripts; {kube.scripts_check_command(m.scripts_dir)}; "
+                                          f"echo @@owner; ({kube.scripts_dir_guard(m.scripts_dir)}) 2>&1 && echo ok",
                            timeout=60)
     sections = remote.split_sections(result.stdout)
     problems = [f"`{line.split()[1]}` is not on the login PATH" for line in sections.get("binaries", "").splitlines()
@@ -255,6 +256,9 @@ def mindie_preflight(run: DeploymentRun) -> None:
     problems += [f"{m.scripts_dir}/{line.split()[1]} is missing: scripts_dir must be MindIE's "
                  "kubernetes_deploy_scripts directory" for line in sections.get("scripts", "").splitlines()
                  if line.startswith("missing ")]
+    owner = sections.get("owner", "").strip()
+    if owner != "ok" and not any(line.startswith("missing ") for line in sections.get("scripts", "").splitlines()):
+        problems.append(f"MindIE's scripts directory would be refused: {owner.removeprefix('pdcp: ') or 'no answer'}")
     rundir = sections.get("rundir", "").strip()
     if remote.RUN_DIR_OK not in rundir.splitlines():
         problems.append(f"run_dir {run.spec.run_dir} would be refused: {rundir or 'no answer'}")
@@ -265,4 +269,4 @@ def mindie_preflight(run: DeploymentRun) -> None:
     run.progress(m.deploy_host, "all checks passed")
     run.done([m.deploy_host], "all checks passed")
     ctx.summary = (f"preflight passed on {m.deploy_host}: python3, kubectl, bash, MindIE's deploy scripts in "
-                   f"{m.scripts_dir}, run dir {run.spec.run_dir}")
+                   f"{m.scripts_dir} (root's, writable by no one else), run dir {run.spec.run_dir}")

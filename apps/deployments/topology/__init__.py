@@ -12,6 +12,7 @@ import dataclasses
 
 from sshexec import LaunchSpec, detached_start_command
 
+from .allowlist import NO_ALLOWLIST, AllowedImage, ClusterAllowlist
 from .hbm_fit import DieFit, fit_estimates
 from .node_facts import NodeFacts
 from .parse import normal_run_dir, spec_from_dict
@@ -41,17 +42,18 @@ class TopologyInvalid(ValueError):
         super().__init__("\n".join(map(str, problems)))
 
 
-def build_plan(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> Plan:
-    """Validate, then render with the spec's launch profile; never renders an invalid topology."""
-    problems = validate_topology(spec, nodes)
+def build_plan(spec: TopologySpec, nodes: dict[str, NodeFacts], allowlist: ClusterAllowlist = NO_ALLOWLIST) -> Plan:
+    """Validate, then render with the spec's launch profile; never renders an invalid topology. `allowlist`: what the
+    cluster's admin lets a topology name (images, host directories)."""
+    problems = validate_topology(spec, nodes, allowlist)
     if problems:
         raise TopologyInvalid(problems)
-    plan = get_profile(spec.launch_profile).render(spec, nodes)
+    plan = get_profile(spec.launch_profile).render(spec, nodes, allowlist)
     return dataclasses.replace(plan, hbm=fit_estimates(spec, nodes))
 
 
 __all__ = [
-    "BenchClientSpec", "DieFit", "InstanceSpec", "KvPoolSpec", "LaunchProfile", "LaunchSpec", "ModelProfile", "ModelSpec",
+    "NO_ALLOWLIST", "AllowedImage", "BenchClientSpec", "ClusterAllowlist", "DieFit", "InstanceSpec", "KvPoolSpec", "LaunchProfile", "LaunchSpec", "ModelProfile", "ModelSpec",
     "NodeFacts", "Plan", "PlannedProcess", "Problem", "ProxySpec", "SpecError", "Stage", "StoreServer",
     "StoreSpec", "TopologyInvalid", "TopologySpec", "TransferPortsSpec", "admin_header_path", "admin_token_path",
     "build_plan", "detached_start_command", "fit_estimates", "get_profile", "normal_run_dir", "plan_to_text", "spec_diff",

@@ -3,9 +3,10 @@ server config per role, runs pods of whole nodes, and brings its own coordinator
 
 from __future__ import annotations
 
+from .allowlist import NO_ALLOWLIST, ClusterAllowlist
+from .mindie_extra import IS_RENDERED, NOT_LISTED, extra_problems, trusts_remote_code
 from .node_facts import NodeFacts
 from .problem import Problem, instance_path
-from .profiles.mindie_config import extra_conflicts, rendered_config
 from .spec import ProxySpec, TopologySpec
 
 MAX_INSTANCES = 16  # MindIE: p_instances_num / d_instances_num in [1, 16]
@@ -42,7 +43,8 @@ def expert_parallel_rules(spec: TopologySpec, out: list[Problem]) -> None:
                                f"use an EP size that divides {experts} and {total}"))
 
 
-def mindie_rules(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Problem]) -> None:
+def mindie_rules(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Problem],
+                 allowlist: ClusterAllowlist = NO_ALLOWLIST) -> None:
     m = spec.mindie
     if spec.launch_profile != "mindie":
         if m is not None:
@@ -75,12 +77,31 @@ def mindie_rules(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Prob
             if inst.npus > MAX_POD_NPUS:
                 out.append(Problem(instance_path(spec, inst, "tp"), f"{inst.name}: {inst.npus} devices per node, a "
                                    f"MindIE pod takes at most {MAX_POD_NPUS}", "lower TP or DP per node"))
-    if not out and all(i.role in ("prefill", "decode") for i in spec.instances) and _has_both_roles(spec):
-        _extra(spec, nodes, out)
+    _admin_choices(spec, allowlist, out)
+    _extra(spec, allowlist, out)
 
 
-def _has_both_roles(spec: TopologySpec) -> bool:
-    return {i.role for i in spec.instances} >= {"prefill", "decode"}
+def _admin_choices(spec: TopologySpec, allowlist: ClusterAllowlist, out: list[Problem]) -> None:
+    """The image, the weights MindIE mounts into every pod and the scripts the deploy runs are the cluster admin's
+    (Cluster.allowlist): a topology picks among them, never names its own."""
+    m = spec.mindie
+    ask = "or ask an admin to add it to the cluster's allowlist (docs/cluster-allowlist.md)"
+    if allowlist.image(m.image_name) is None:
+        listed = ", ".join(i.reference for i in allowlist.images) or "none: the cluster's allowlist has no image"
+        said = f"image {m.image_name!r} is not" if m.image_name else "no image is named; it must be"
+        out.append(Problem("mindie.image_name", f"{said} one of the cluster's images ({listed})",
+                           f"name one of them, {ask}"))
+    field, weights = ("mindie.weight_mount_path", m.weight_mount_path) if m.weight_mount_path else \
+        ("model.path", spec.model.path)
+    if allowlist.weights_root(weights) is None:
+        roots = ", ".join(allowlist.weights) or "none: the cluster's allowlist has no weights directory"
+        out.append(Problem(field, f"{weights!r} is mounted into every MindIE pod and must lie in one of the cluster's "
+                           f"weights directories ({roots})", f"use weights below one of them, {ask}"))
+    if m.scripts_dir not in allowlist.mindie_scripts:
+        listed = ", ".join(allowlist.mindie_scripts) or "none: the cluster's allowlist has no mindie_scripts directory"
+        out.append(Problem("mindie.scripts_dir", f"{m.scripts_dir!r} is not one of the cluster's MindIE scripts "
+                           f"directories ({listed}); the deploy runs the Python found there",
+                           f"use one of them, {ask}"))
 
 
 def _not_for_mindie(spec: TopologySpec, out: list[Problem]) -> None:
@@ -105,10 +126,22 @@ def _not_for_mindie(spec: TopologySpec, out: list[Problem]) -> None:
                                    "conf/mindie_env.json"))
 
 
-def _extra(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Problem]) -> None:
-    if spec.proxy.node not in nodes or spec.mindie.deploy_host not in nodes:
-        return
-    rendered = rendered_config(spec, nodes)
-    for path in extra_conflicts(rendered, spec.mindie.extra):
-        out.append(Problem(f"mindie.extra.{path}", f"{path} is rendered from the topology",
-                           "change the topology field it comes from (docs/mindie.md §2) and remove it from extra"))
+def _extra(spec: TopologySpec, allowlist: ClusterAllowlist, out: list[Problem]) -> None:
+    """mindie.extra: listed tuning keys with plain values only (mindie_extra.py); trustRemoteCode under the rule of
+    --trust-remote-code: the weights (whose Python it runs) already on the nodes, in the admin's weights directories."""
+    m = spec.mindie
+    for path, why in extra_problems(m.extra):
+        if why.endswith(IS_RENDERED):
+            fix = "change the topology field it comes from (docs/mindie.md §2) and remove it from extra"
+        elif why == NOT_LISTED:
+            fix = ("mindie.extra takes only the tuning keys docs/mindie.md §2 lists, with plain values: nothing that "
+                   "names a plugin, file, address or TLS setting")
+        else:
+            fix = "give a plain value of that kind"
+        out.append(Problem(f"mindie.extra.{path}", why if why.endswith(IS_RENDERED) else f"{path}: {why}", fix))
+    weights = m.weight_mount_path or spec.model.path
+    for path in trusts_remote_code(m.extra):
+        if allowlist.weights_root(weights) is None:
+            out.append(Problem(f"mindie.extra.{path}", f"trustRemoteCode runs the Python that comes with the weights, "
+                               f"so they must be ones already on the nodes in the cluster's weights directories, not "
+                               f"{weights!r}", "use weights below one of the cluster's weights directories"))

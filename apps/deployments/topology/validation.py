@@ -7,6 +7,7 @@ Run when a revision is saved and again right before a job runs (NPU health chang
 
 from __future__ import annotations
 
+from .allowlist import NO_ALLOWLIST, ClusterAllowlist
 from .engine_rules import engine_allowed, engine_owned, simulation_rules
 from .hbm_rules import fit_problems
 from .mindie_rules import expert_parallel_rules, mindie_rules
@@ -20,7 +21,8 @@ from .spec import TopologySpec
 __all__ = ["Problem", "validate_topology"]
 
 
-def validate_topology(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[Problem]:
+def validate_topology(spec: TopologySpec, nodes: dict[str, NodeFacts],
+                      allowlist: ClusterAllowlist = NO_ALLOWLIST) -> list[Problem]:
     out: list[Problem] = []
     _roles(spec, out)
     _names(spec, out)
@@ -37,7 +39,7 @@ def validate_topology(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[P
     pool_rules(spec, out)
     _services(spec, out)
     port_clashes(spec, nodes, out)
-    mindie_rules(spec, nodes, out)
+    mindie_rules(spec, nodes, out, allowlist)
     return out
 
 

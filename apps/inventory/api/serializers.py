@@ -2,16 +2,42 @@ from rest_framework import serializers
 
 from apps.accounts.api_errors import ErrorSerializer
 
+from ..allowlist import allowlist_problems, normal_allowlist
 from ..models import Cluster, Node, Npu, SshCredential
 from ..services import credential_save
 
 
+class AllowedImageSerializer(serializers.Serializer):
+    reference = serializers.CharField(help_text="<repository>:<tag>, an explicit tag other than latest")
+    digest = serializers.CharField(required=False, help_text="sha256:<64 hex digits>, where known")
+
+
+class AllowlistSerializer(serializers.Serializer):
+    """The shape, for the schema; allowlist_problems checks the values (and names each wrong field)."""
+
+    images = AllowedImageSerializer(many=True, required=False)
+    weights = serializers.ListField(child=serializers.CharField(), required=False,
+                                    help_text="directories below which model weights may be mounted")
+    mindie_scripts = serializers.ListField(child=serializers.CharField(), required=False,
+                                           help_text="MindIE kubernetes_deploy_scripts directories")
+
+    def to_internal_value(self, data):
+        problems = allowlist_problems(data)
+        if problems:
+            raise serializers.ValidationError([f"{path}: {message}" for path, message in problems])
+        return normal_allowlist(data)
+
+    def to_representation(self, instance):
+        return normal_allowlist(instance)
+
+
 class ClusterSerializer(serializers.ModelSerializer):
     node_count = serializers.IntegerField(read_only=True)
+    allowlist = AllowlistSerializer(required=False, help_text=Cluster._meta.get_field("allowlist").help_text)
 
     class Meta:
         model = Cluster
-        fields = ["id", "name", "description", "node_count", "created", "updated"]
+        fields = ["id", "name", "description", "allowlist", "node_count", "created", "updated"]
 
     def to_representation(self, instance):
         if not hasattr(instance, "node_count"):  # a cluster just created: the view's queryset annotates the rest

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from ..allowlist import NO_ALLOWLIST, ClusterAllowlist
 from ..node_facts import NodeFacts
 from ..plan import Plan
 from ..spec import TopologySpec
@@ -21,6 +22,6 @@ class LaunchProfile(Protocol):
     allowed_flags: Mapping[str, FlagRule]
     allowed_env: frozenset[str]
 
-    def render(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> Plan:
-        """Assumes validate_topology(spec, nodes) returned no problems."""
+    def render(self, spec: TopologySpec, nodes: dict[str, NodeFacts], allowlist: ClusterAllowlist = NO_ALLOWLIST) -> Plan:
+        """Assumes validate_topology(spec, nodes, allowlist) returned no problems."""
         ...

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from sshexec import LaunchSpec
 from sshexec import mindie_commands as commands
 
+from ..allowlist import NO_ALLOWLIST, ClusterAllowlist
 from ..node_facts import NodeFacts
 from ..placement import assign_devices
 from ..plan import MindiePlan, Plan, PlannedProcess, Stage
@@ -34,7 +35,7 @@ class MindieProfile:
     allowed_flags = MappingProxyType({})
     allowed_env = frozenset()
 
-    def render(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> Plan:
+    def render(self, spec: TopologySpec, nodes: dict[str, NodeFacts], allowlist: ClusterAllowlist = NO_ALLOWLIST) -> Plan:
         m = spec.mindie
         host = nodes[m.deploy_host]
         path = user_config_path(spec)
@@ -52,7 +53,7 @@ class MindieProfile:
                                 ports=(spec.proxy.port, spec.proxy.admin_port))
         mindie = MindiePlan(
             deploy_host=host.name, address=host.address, scripts_dir=m.scripts_dir, job_id=m.job_id,
-            user_config_path=path, user_config=user_config_text(spec, nodes),
+            user_config_path=path, user_config=user_config_text(spec, nodes, allowlist),
             deploy=commands.deploy_command(m.scripts_dir, path), ready=commands.coordinator_log_command(m.job_id),
             pods=commands.pods_command(m.job_id), delete=commands.delete_command(m.scripts_dir, m.job_id),
             ready_timeout_s=m.ready_timeout_s)

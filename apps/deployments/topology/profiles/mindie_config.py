@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ..allowlist import NO_ALLOWLIST, ClusterAllowlist
 from ..node_facts import NodeFacts
 from ..spec import InstanceSpec, MindieSchedule, TopologySpec
 
@@ -30,9 +31,12 @@ def hardware_type(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> str:
     return "800I_A3" if nodes[first.node].npu_count >= 16 else "800I_A2"
 
 
-def rendered_config(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> dict[str, Any]:
-    """The file before `extra` is merged: every field the topology decides."""
+def rendered_config(spec: TopologySpec, nodes: dict[str, NodeFacts],
+                    allowlist: ClusterAllowlist = NO_ALLOWLIST) -> dict[str, Any]:
+    """The file before `extra` is merged: every field the topology decides. The image is the cluster's allowlisted
+    one the topology names, pinned by its digest where the admin gave one."""
     mindie = spec.mindie
+    image = allowlist.image(mindie.image_name)
     p, d = role_instances(spec, "prefill"), role_instances(spec, "decode")
     distributed = {role: _dp_distributed(group[0]) for role, group in (("p", p), ("d", d))}
     coordinator = nodes[spec.proxy.node].address
@@ -50,7 +54,7 @@ def rendered_config(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> dict[str
             "model_id": spec.model.served_name,
             "prefill_distribute_enable": int(distributed["p"]),
             "decode_distribute_enable": int(distributed["d"]),
-            "image_name": mindie.image_name,
+            "image_name": image.pinned if image else mindie.image_name,
             "job_id": mindie.job_id,
             "hardware_type": hardware_type(spec, nodes),
             "mindie_env_path": "./conf/mindie_env.json",
@@ -105,27 +109,34 @@ def _server(spec: TopologySpec, inst: InstanceSpec, schedule: MindieSchedule, di
     return {"ServerConfig": {"inferMode": "dmi", "distDPServerEnabled": distributed}, "BackendConfig": backend}
 
 
-def extra_conflicts(rendered: dict, extra: Mapping, prefix: str = "") -> list[str]:
-    """Paths where extra would replace a rendered value (or a rendered object with a non-object)."""
-    out = []
-    for key, value in extra.items():
-        path = f"{prefix}.{key}" if prefix else key
-        if key not in rendered:
-            continue
-        if isinstance(rendered[key], Mapping) and isinstance(value, Mapping):
-            out += extra_conflicts(rendered[key], value, path)
-        elif key == "ModelConfig" and isinstance(value, list):
-            out += _model_conflicts(rendered[key], value, path)
-        else:
-            out.append(path)
-    return out
+def _leaves(*keys: str) -> dict:
+    return dict.fromkeys(keys)
 
 
-def _model_conflicts(rendered: list, extra: list, path: str) -> list[str]:
-    """ModelConfig is a list of one model: extra's first item may add fields to it (e.g. plugin_params)."""
-    if len(extra) != 1 or not isinstance(extra[0], Mapping):
-        return [path]
-    return extra_conflicts(rendered[0], extra[0], f"{path}[0]")
+_SERVER_RENDERED = {
+    "ServerConfig": _leaves("inferMode", "distDPServerEnabled"),
+    "BackendConfig": {
+        "npuDeviceIds": None, "multiNodesInferEnabled": None,
+        "ModelDeployConfig": {"maxSeqLen": None, "maxInputTokenLen": None, "ModelConfig": [_leaves(
+            "modelInstanceType", "modelName", "modelWeightPath", "worldSize", "dp", "tp", "sp", "cp", "pp", "moe_ep",
+            "moe_tp")]},
+        "ScheduleConfig": _leaves(*SCHEDULE_KEYS.values()),
+    },
+}
+# Every field rendered_config may write, whether or not this topology writes it (moe_ep, ScheduleConfig): a leaf is
+# None. mindie.extra may never set one (mindie_extra.py); a test keeps it a superset of what is rendered.
+RENDERED = {
+    "version": None,
+    "deploy_config": {**_leaves(
+        "p_instances_num", "d_instances_num", "single_p_instance_pod_num", "single_d_instance_pod_num", "p_pod_npu_num",
+        "d_pod_npu_num", "p_instances_scale_num", "d_instances_scale_num", "model_id", "prefill_distribute_enable",
+        "decode_distribute_enable", "image_name", "job_id", "hardware_type", "mindie_env_path", "mindie_host_log_path",
+        "mindie_container_log_path", "weight_mount_path"), "tls_config": _leaves("tls_enable")},
+    "mindie_ms_controller_config": {"deploy_mode": None, "multi_node_infer_config": _leaves("multi_node_infer_enable")},
+    "mindie_ms_coordinator_config": {"http_config": _leaves("predict_ip", "predict_port", "manage_ip", "manage_port")},
+    "mindie_server_prefill_config": _SERVER_RENDERED,
+    "mindie_server_decode_config": _SERVER_RENDERED,
+}
 
 
 def merged(rendered: dict, extra: Mapping) -> dict:
@@ -140,9 +151,9 @@ def merged(rendered: dict, extra: Mapping) -> dict:
     return out
 
 
-def user_config(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> dict:
-    return merged(rendered_config(spec, nodes), spec.mindie.extra)
+def user_config(spec: TopologySpec, nodes: dict[str, NodeFacts], allowlist: ClusterAllowlist = NO_ALLOWLIST) -> dict:
+    return merged(rendered_config(spec, nodes, allowlist), spec.mindie.extra)
 
 
-def user_config_text(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> str:
-    return json.dumps(user_config(spec, nodes), indent=2, ensure_ascii=False) + "\n"
+def user_config_text(spec: TopologySpec, nodes: dict[str, NodeFacts], allowlist: ClusterAllowlist = NO_ALLOWLIST) -> str:
+    return json.dumps(user_config(spec, nodes, allowlist), indent=2, ensure_ascii=False) + "\n"

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from sshexec import EnvExtend, LaunchFile, LaunchSpec
 
 from .. import ports
+from ..allowlist import NO_ALLOWLIST, ClusterAllowlist
 from ..node_facts import NodeFacts
 from ..placement import assign_devices, process_devices
 from ..plan import Plan, PlannedProcess, Stage
@@ -96,7 +97,7 @@ class VllmAscendProfile:
         return spec.model.path
 
     # -- the plan ---------------------------------------------------------------------------------------
-    def render(self, spec: TopologySpec, nodes: dict[str, NodeFacts]) -> Plan:
+    def render(self, spec: TopologySpec, nodes: dict[str, NodeFacts], allowlist: ClusterAllowlist = NO_ALLOWLIST) -> Plan:
         stages = []
         if spec.kv_pool:
             stages.append(Stage("kv_pool", self._pool(spec, nodes)))
