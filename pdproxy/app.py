@@ -76,7 +76,7 @@ class ProxyApp:
         if path == "/v1/models":
             await self.flow.models(req, conn)
             return
-        if path == "/v1/metaserver":  # the Decodes' calls in the layerwise flow
+        if path == "/v1/metaserver" or path.startswith("/v1/metaserver/"):  # the Decodes' calls (layerwise flow)
             await self.flow.metaserver(req, conn)
             return
         if path in ("/health", "/healthcheck"):

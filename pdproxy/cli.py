@@ -86,7 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--pd-flow", choices=PD_FLOWS, help="pull (MooncakeConnectorV1: Prefill, then Decode; default) or "
                    "layerwise (MooncakeLayerwiseConnector: Decode first, which calls back POST /v1/metaserver)")
     o.add_argument("--advertise-host", help="layerwise: the address the Decodes call back "
-                   "(http://ADDRESS:PORT/v1/metaserver; default --host, which then must not be a wildcard)")
+                   "(http://ADDRESS:PORT/v1/metaserver/<token>; default --host, which then must not be a wildcard)")
+    o.add_argument("--decode-hosts", nargs="+", action="extend", metavar="API_HOST:PORT=ADDR[,ADDR...]",
+                   help="layerwise: the other nodes a Decode instance's metaserver calls may come from and name as "
+                   "remote_host (vLLM internal DP whose ranks run on several nodes); by default only the --decode "
+                   "address's own host")
     o.add_argument("--max-recomputes", type=int)
     o.add_argument("--log-level")
     return p

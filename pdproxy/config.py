@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
+import re
 from dataclasses import dataclass, field
 
 import yaml
@@ -35,6 +37,65 @@ def parse_address(text: str) -> tuple[str, int]:
     if not 0 < port_n < 65536:
         raise ConfigError(f"port out of range in {text!r}")
     return host, port_n
+
+
+_HOST_NAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+                        r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?")
+
+
+def host_key(text: str) -> str:
+    """An address as the layerwise metaserver compares them: an IP in its canonical text (an IPv4-mapped IPv6 address
+    as the IPv4 one, no zone, no brackets), anything else (a host name) in lower case without a trailing dot."""
+    text = text.strip().strip("[]")
+    try:
+        ip = ipaddress.ip_address(text.partition("%")[0])
+    except ValueError:
+        return text.lower().rstrip(".")
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return str(ip)
+
+
+def is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_decode_hosts(entries, decode: list[str]) -> dict[str, tuple[str, ...]]:
+    """`--decode-hosts` entries, `API_HOST:PORT=ADDR[,ADDR...]`: the other hosts (host_key form) a Decode instance's
+    metaserver calls may come from and name as remote_host, by its address as a Backend spells it (host:port). The
+    API address must be one of `decode`; each ADDR an IP address or a host name. ConfigError names the entry."""
+    known = set()
+    for addr in decode:
+        host, port = parse_address(addr)
+        known.add(f"{host}:{port}")
+    out: dict[str, list[str]] = {}
+    for entry in entries:
+        api, sep, addrs = str(entry).partition("=")
+        if not sep or not api.strip() or not addrs.strip():
+            raise ConfigError(f"decode_hosts: {entry!r} is not API_HOST:PORT=ADDR[,ADDR...]")
+        try:
+            host, port = parse_address(api)
+        except ConfigError as exc:
+            raise ConfigError(f"decode_hosts: {entry!r}: {exc}") from None
+        key = f"{host}:{port}"
+        if key not in known:
+            raise ConfigError(f"decode_hosts: {entry!r}: {api.strip()!r} is not one of the Decode instances "
+                              f"(--decode {' '.join(decode) or 'names none'})")
+        hosts = out.setdefault(key, [])
+        for addr in addrs.split(","):
+            name = addr.strip()
+            bare = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+            if not (is_ip(bare.partition("%")[0]) or (bare == name and _HOST_NAME.fullmatch(name))):
+                raise ConfigError(f"decode_hosts: {entry!r}: {name!r} is not an IP address or a host name (a "
+                                  f"node the Decode's DP ranks run on)")
+            if host_key(name) in WILDCARDS:
+                raise ConfigError(f"decode_hosts: {entry!r}: {name!r} is a wildcard; name the node's address")
+            hosts.append(host_key(name))
+    return {key: tuple(dict.fromkeys(hosts)) for key, hosts in out.items()}
 
 
 @dataclass
@@ -90,6 +151,9 @@ class Config:
     max_recomputes: int = 3
     pd_flow: str = "pull"
     advertise_host: str | None = None  # layerwise: the address in the metaserver URL the Decodes call back
+    # layerwise: API HOST:PORT=ADDR[,ADDR...], the other nodes a Decode's metaserver calls come from (internal DP
+    # over several nodes); YAML also {HOST:PORT: [ADDR, ...]}
+    decode_hosts: list[str] = field(default_factory=list)
     log_level: str = "INFO"
     workers: int = 1  # serving processes (supervisor.py); "auto": auto_workers()
 
@@ -126,6 +190,7 @@ class Config:
         self._validate_caps()
         self._validate_listeners()
         self._validate_pd_flow()
+        self._validate_decode_hosts()
         self._validate_workers()
         if self.sticky_header:
             self.sticky_header = self.sticky_header.lower()
@@ -194,6 +259,24 @@ class Config:
         if self.advertise_host is None and self.host in WILDCARDS:
             raise ConfigError(f"pd_flow layerwise: the Decodes call back http://HOST:PORT/v1/metaserver and host "
                               f"{self.host!r} is a wildcard; give --advertise-host an address they can reach")
+
+    def _validate_decode_hosts(self):
+        hosts = self.decode_hosts
+        if isinstance(hosts, dict):  # YAML: {HOST:PORT: [ADDR, ...]} or {HOST:PORT: "ADDR,ADDR"}
+            hosts = [f"{api}={','.join(map(str, addrs)) if isinstance(addrs, list | tuple) else addrs}"
+                     for api, addrs in hosts.items()]
+        elif isinstance(hosts, str):
+            hosts = [hosts]
+        elif not isinstance(hosts, list | tuple):
+            raise ConfigError(f"decode_hosts must be a list of API_HOST:PORT=ADDR[,ADDR...] or a mapping, not "
+                              f"{hosts!r}")
+        self.decode_hosts = [str(h) for h in hosts]
+        if not self.decode_hosts:
+            return
+        if self.pd_flow != "layerwise":
+            raise ConfigError("decode_hosts is read by the layerwise flow only (--pd-flow layerwise): the Decodes' "
+                              "metaserver calls")
+        parse_decode_hosts(self.decode_hosts, self.decode)
 
     @property
     def admin_listener(self) -> tuple[str, int] | None:

@@ -70,10 +70,10 @@ class Leg:
         self.last: tuple[str, str] | None = None  # (reason, kind) of the last failure
         self.kv_from: tuple[Backend, int] | None = None  # Decode: the Prefill whose KV it carries, prompt tokens
 
-    async def serve(self, ex, payload: bytes, rid: str, use=None):
+    async def serve(self, ex, payload: bytes, rid: str, use=None, picked=None):
         """Attempts until an instance answers 2xx; returns what the rules' judge made of the answer, or, with
         `use`, use(lease, judged): it runs while that instance is still leased and nothing it raises is
-        retried."""
+        retried. `picked(backend)` is told each instance before the payload goes to it."""
         flow = ex.flow
         judge = self.rules.judge
         while self.attempts <= flow.cfg.max_retries:
@@ -83,6 +83,8 @@ class Leg:
             if self.attempts:
                 flow.metrics.retry(self.role)
             self.attempts += 1
+            if picked is not None:
+                picked(b)
             request = build_post(ex.path, b.host_header, payload, rid.encode(), ex.auth)
             lease = BackendLease(b, ex.load)
             async with lease:

@@ -181,9 +181,10 @@ class Metrics:
                                                ["prefill", "decode"])
         self.recomputes = LocalCounter("pdproxy_recomputes", "Decode ended with stop_reason=recomputed; re-run")
         self.rate_limited = LocalCounter("pdproxy_rate_limited", "Requests refused with 429", ["scope"])
-        self.metaserver_calls = LocalCounter("pdproxy_metaserver_calls", "Layerwise flow: Decodes' metaserver calls "
-                                             "by where their request was: this worker, another worker (--workers "
-                                             "N), none", ["found"])
+        self.metaserver_calls = LocalCounter("pdproxy_metaserver_calls", "Layerwise flow: metaserver calls by where "
+                                             "their request was: this worker, another worker (--workers N), none "
+                                             "(no known token), or refused (not from the request's Decode, or not "
+                                             "naming its request id or host)", ["found"])
         # exposition order: as declared (what prometheus_client's own Counter/Histogram objects gave)
         self.local = [self.requests, self.errors, self.ttft, self.duration, self.prefill_duration,
                       self.backend_requests, self.retries, self.edge_requests, self.edge_prompt_tokens,

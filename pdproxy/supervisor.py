@@ -64,6 +64,7 @@ class Supervisor:
         self.port = cfg.port
         self._sync_task = None
         self._resync = False
+        self._metrics_task = None  # the /metrics render under way (render_metrics)
 
     # start and stop
     async def run(self, ready=None) -> None:
@@ -240,29 +241,24 @@ class Supervisor:
 
     # the layerwise flow: a Decode's metaserver call reached a worker that does not hold its request
     async def _route_metaserver(self, w: WorkerProcess, message: dict) -> None:
-        """Ask every other worker; the one holding the request answers once its Prefill is done, the rest 404."""
-        ask = {"op": "metaserver", "body": message["body"]}
-        timeout = self.cfg.first_byte_timeout + 30.0
-        calls = [asyncio.ensure_future(o.channel.call(ask, timeout)) for o in self.workers.values() if o is not w]
-        answer = None
-        try:
-            for done in asyncio.as_completed(calls):
-                try:
-                    reply = await done
-                except (ChannelClosed, TimeoutError):
-                    continue
-                if reply.get("status") != 404:
-                    answer = reply
-                    break
-        finally:
-            for call in calls:
-                call.cancel()
-        if answer is None:
+        """Hand the call to the worker its token names (layerwise.token_worker), which checks it and answers once its
+        Prefill is done; a call naming no other serving worker is a 404. One worker is asked, never all: a client may
+        post any token, with a body up to --max-body-bytes."""
+        holder = self.workers.get(message.get("worker"))
+        reply = None
+        if holder is not None and holder is not w:
+            ask = {"op": "metaserver", "token": message.get("token", ""), "caller": message.get("caller", ""),
+                   "body": message["body"]}
+            try:
+                reply = await holder.channel.call(ask, self.cfg.first_byte_timeout + 30.0)
+            except (ChannelClosed, TimeoutError):
+                reply = None
+        if reply is None:
             w.channel.reply(message, status=404, content_type="application/json",
                             body=error_body(404, "no worker holds this request", "NotFoundError").decode())
         else:
-            w.channel.reply(message, **{k: answer[k] for k in ("status", "body", "content_type", "headers")
-                                        if k in answer})
+            w.channel.reply(message, **{k: reply[k] for k in ("status", "body", "content_type", "headers")
+                                        if k in reply})
 
     # /metrics and the admin listing: every worker's counts, summed
     async def gather_counts(self) -> tuple[list[dict], int]:
@@ -286,6 +282,14 @@ class Supervisor:
         return snapshots, missing
 
     async def render_metrics(self) -> bytes:
+        """The /metrics page. Scrapes that come while one is rendered share it: /metrics is on the client-facing port
+        without a token, and one page costs a snapshot from every worker, in the process that also routes metaserver
+        calls and runs the health checks. A client asking over and over costs one render at a time."""
+        if self._metrics_task is None or self._metrics_task.done():
+            self._metrics_task = asyncio.get_running_loop().create_task(self._render_metrics())
+        return await asyncio.shield(self._metrics_task)
+
+    async def _render_metrics(self) -> bytes:
         snapshots, missing = await self.gather_counts()
         merged = Metrics(lambda: self.app.pools.values(), lambda: merged_cache_aware(snapshots))
         merged.absorb(self.retired.snapshot())

@@ -85,10 +85,12 @@ class WorkerLink:
                    "body": (req.body or b"").decode("latin-1")}
         await self._forward(message, conn)
 
-    async def forward_metaserver(self, raw: bytes, conn) -> None:
-        """A Decode's call for a request this worker does not hold: the supervisor finds the worker that does."""
-        await self._forward({"op": "metaserver", "body": raw.decode("latin-1")}, conn,
-                            self.app.cfg.first_byte_timeout + 60.0)
+    async def forward_metaserver(self, worker: int, token: str, caller: str, raw: bytes, conn) -> None:
+        """A Decode's call with a token of another worker's: the supervisor hands it to that worker, which checks
+        the call as if it had come to it (the caller's address travels with it)."""
+        message = {"op": "metaserver", "worker": worker, "token": token, "caller": caller,
+                   "body": raw.decode("latin-1")}
+        await self._forward(message, conn, self.app.cfg.first_byte_timeout + 60.0)
 
     async def _metaserver(self, message: dict) -> None:
         answer = CapturedAnswer()
@@ -96,7 +98,8 @@ class WorkerLink:
         if flow.layerwise is None:
             answer.send_error(404, "not the layerwise flow", "NotFoundError")
         else:
-            await flow.layerwise.answer(message["body"].encode("latin-1"), answer, forwarded=True)
+            await flow.layerwise.answer(str(message.get("token", "")), str(message.get("caller", "")),
+                                        message["body"].encode("latin-1"), answer, forwarded=True)
         self.channel.reply(message, **answer.fields())
 
     async def forward_metrics(self, conn) -> None:

@@ -333,6 +333,36 @@ def test_kv_connector_layerwise_renders_the_connector_and_the_proxys_layerwise_f
     assert proxy.workers == 1
 
 
+@pytest.mark.parametrize("profile", ["vllm-ascend", "sim"])
+def test_layerwise_names_every_node_of_a_decode_whose_dp_ranks_span_nodes(fixed_data, nodes, profile):
+    """Internal DP over two nodes: the headless node's ranks call the proxy's metaserver from, and name as
+    remote_host, their own node, so the proxy is told both nodes of that Decode (--decode-hosts), which pdproxy's own
+    parser accepts. A Decode on one node (every external-DP rank is its own API server) needs no entry, nor does the
+    pull flow."""
+    from pdproxy.cli import config_from_args
+    from pdproxy.config import parse_decode_hosts
+
+    def proxy_argv(data):
+        plan = build_plan(spec_from_dict(data), nodes)
+        return next(p for p in plan.processes if p.role == "proxy").launch.argv
+
+    fixed_data.update(launch_profile=profile, kv_connector="layerwise")
+    assert "--decode-hosts" not in proxy_argv(fixed_data)  # the reference: external DP, one node per rank
+    fixed_data["instances"] = [i for i in fixed_data["instances"] if i["name"] != "d1"]
+    d0 = next(i for i in fixed_data["instances"] if i["name"] == "d0")
+    del d0["node"]
+    d0.update(nodes=["node2", "node3"], dp=8, dp_style="internal")
+    fixed_data["instances"][1]["dp"] = 1
+    argv = proxy_argv(fixed_data)
+    assert argv[argv.index("--pd-flow"):argv.index("--workers")] == (
+        "--pd-flow", "layerwise", "--decode-hosts", "127.0.10.3:7100=127.0.10.3,127.0.10.4")
+    cfg = config_from_args(list(argv[argv.index("--host"):argv.index("--admin-token-file")]))
+    assert cfg.decode == ["127.0.10.3:7100"]
+    assert parse_decode_hosts(cfg.decode_hosts, cfg.decode) == {"127.0.10.3:7100": ("127.0.10.3", "127.0.10.4")}
+    fixed_data["kv_connector"] = "pull"
+    assert "--decode-hosts" not in proxy_argv(fixed_data)
+
+
 @pytest.mark.parametrize("profile, tokenizer", [("vllm-ascend", "/models/Qwen3-235B-A22B"),
                                                 ("sim", "/opt/pdcp-aisbench/sim-tokenizer")])
 def test_kv_events_render_each_prefills_publishers_and_the_proxys_subscriptions(fixed_data, nodes, profile,

@@ -232,14 +232,20 @@ def test_a_client_that_goes_away_cancels_both_legs(cluster, tmp_path):
 
 
 def test_metaserver_calls_for_unknown_requests_are_404(cluster, tmp_path):
+    """A call without a token, or with one no request waits for, is a 404 that echoes nothing of it."""
     d = engine(cluster, tmp_path, "decode")
     proxy = layerwise_proxy(cluster, [d], [d])
     status, headers, raw = proxy.post("/v1/metaserver", {"request_id": "cmpl-nobody-0", "do_remote_decode": True})
     assert status == 404 and headers["content-type"] == "application/json"
-    assert json.loads(raw)["error"] == {"message": "unknown metaserver request_id: 'cmpl-nobody-0' (no request of "
-                                                   "this proxy waits for it)", "type": "NotFoundError",
-                                        "param": None, "code": 404}
-    assert proxy.metric("pdproxy_errors_total", cause="metaserver_unknown") == 1
+    assert json.loads(raw)["error"] == {"message": "a metaserver call must use the URL its request was given (the "
+                                                   "Decode leg's kv_transfer_params metaserver, /v1/metaserver/<token>)",
+                                        "type": "NotFoundError", "param": None, "code": 404}
+    status, _, raw = proxy.post("/v1/metaserver/Zm9yZ2VkLXRva2VuLWd1ZXNzZWQtaGVyZQ", {"request_id": "cmpl-nobody-0"})
+    assert status == 404 and json.loads(raw)["error"]["message"] == (
+        "unknown metaserver URL: no request of this proxy waits for a call there (a call must use the URL its request "
+        "was given; the request may have ended)")
+    assert proxy.metric("pdproxy_errors_total", cause="metaserver_unknown") == 2
+    assert proxy.metric("pdproxy_metaserver_calls_total", found="none") == 2
     pull = cluster.proxy([d], [d])
     status, _, raw = pull.post("/v1/metaserver", {"request_id": "cmpl-nobody-0"})
     assert status == 404 and "--pd-flow pull" in json.loads(raw)["error"]["message"]

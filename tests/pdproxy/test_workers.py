@@ -182,3 +182,79 @@ def test_cache_aware_workers_share_one_view_of_the_caches(cluster):
     assert all(len(names) == 1 for names in served.values()), served
     assert all(n > 0 for n in per_worker(proxy).values())
     assert proxy.metric("pdproxy_cache_aware_picks_total", role="prefill", reason="cache") == 18
+
+
+def test_metrics_scrapes_at_once_share_one_round_of_worker_snapshots():
+    """/metrics is on the client-facing port without a token, and with workers each page costs the supervisor a
+    snapshot from every worker (the process that also routes metaserver calls and runs the health checks). Scrapes
+    that come while one is rendered share it: 50 at once cost one round; the next scrape after it makes a new one."""
+    import asyncio
+
+    from pdproxy.app import ProxyApp
+    from pdproxy.config import Config
+    from pdproxy.supervisor import Supervisor
+
+    async def main():
+        cfg = Config(workers=2).validate()
+        supervisor = Supervisor(cfg, [])
+        supervisor.app = ProxyApp(cfg, routes_requests=False)
+        rounds, started, release = [], asyncio.Event(), asyncio.Event()
+
+        async def gather_counts():
+            rounds.append(len(rounds) + 1)
+            started.set()
+            await release.wait()
+            return [], 0
+
+        supervisor.gather_counts = gather_counts
+        scrapes = [asyncio.ensure_future(supervisor.render_metrics()) for _ in range(50)]
+        await asyncio.wait_for(started.wait(), 10)
+        release.set()
+        pages = await asyncio.wait_for(asyncio.gather(*scrapes), 10)
+        assert rounds == [1] and len(set(pages)) == 1 and b"pdproxy_workers" in pages[0]
+        await asyncio.wait_for(supervisor.render_metrics(), 10)
+        assert rounds == [1, 2]
+
+    asyncio.run(main())
+
+
+def test_a_forwarded_metaserver_call_goes_to_the_worker_its_token_names_alone():
+    """Anyone may post any token to /v1/metaserver/<token> with a body up to --max-body-bytes: the supervisor hands a
+    call to the one worker its token names, never to every worker; a token naming the caller's worker, or none that
+    serves, is a 404 without asking anyone."""
+    import asyncio
+
+    from pdproxy.config import Config
+    from pdproxy.supervisor import Supervisor
+
+    class FakeChannel:
+        def __init__(self, index):
+            self.index, self.asked, self.replies = index, [], []
+
+        async def call(self, message, timeout):
+            self.asked.append(message)
+            return {"status": 403, "body": "{}", "content_type": "application/json", "headers": []}
+
+        def reply(self, message, **fields):
+            self.replies.append(fields)
+
+    class FakeWorker:
+        def __init__(self, index):
+            self.index, self.channel = index, FakeChannel(index)
+
+    async def main():
+        supervisor = Supervisor(Config(workers=4).validate(), [])
+        workers = supervisor.workers = {i: FakeWorker(i) for i in range(4)}
+        big = "x" * 100_000
+        call = {"op": "metaserver", "id": 7, "worker": 2, "token": "2.abc", "caller": "127.0.0.9", "body": big}
+        await supervisor._route_metaserver(workers[0], call)
+        assert [len(w.channel.asked) for w in workers.values()] == [0, 0, 1, 0]
+        assert {k: workers[2].channel.asked[0][k] for k in ("token", "caller", "body")} == {
+            "token": "2.abc", "caller": "127.0.0.9", "body": big}
+        assert workers[0].channel.replies[-1]["status"] == 403  # the holder's answer, passed back
+        for named in (0, 9, None):  # the caller's own worker, one that does not serve, none
+            await supervisor._route_metaserver(workers[0], {**call, "worker": named})
+            assert workers[0].channel.replies[-1]["status"] == 404
+        assert [len(w.channel.asked) for w in workers.values()] == [0, 0, 1, 0]
+
+    asyncio.run(main())

@@ -266,6 +266,9 @@ class VllmAscendProfile:
             argv += ["--hash-key", proxy.hash_key]
         if spec.kv_connector == "layerwise":  # the Decodes call back its --host (the node's address)
             argv += ["--pd-flow", "layerwise"]
+            hosts = decode_hosts_specs(spec, nodes)
+            if hosts:  # only a Decode whose ranks run on several nodes needs it
+                argv += ["--decode-hosts", *hosts]
         if proxy.kv_events:
             argv += ["--kv-events", *kv_events_specs(spec, nodes), "--tokenizer", self.tokenizer_dir(spec)]
         argv += ["--workers", str(proxy.workers)]
@@ -292,6 +295,21 @@ def kv_events_specs(spec: TopologySpec, nodes) -> list[str]:
                     replay = "" if events.replay_port is None else f"|tcp://{host}:{events.replay_port + r}"
                     endpoints.append(f"tcp://{host}:{events.port + r}{replay}")
             out.append(f"{nodes[api.node].address}:{api.api_port}={','.join(endpoints)}")
+    return out
+
+
+def decode_hosts_specs(spec: TopologySpec, nodes) -> list[str]:
+    """pdproxy --decode-hosts entries (layerwise flow), one per Decode API server that serves DP ranks on other nodes
+    than its own (internal DP over several nodes): each rank's engine core calls the metaserver from its node and
+    names that node as remote_host, and pdproxy takes a call only from, and naming, a host of the Decode the request
+    went to. HOST:PORT=the address of every node the API server serves."""
+    out = []
+    for inst in (i for i in spec.instances if i.role == "decode" and i.dp_style == "internal"):
+        slots = ports.engine_slots(inst)
+        for api in (s for s in slots if s.api_port is not None):
+            addresses = list(dict.fromkeys(nodes[s.node].address for s in slots))
+            if len(addresses) > 1:
+                out.append(f"{nodes[api.node].address}:{api.api_port}={','.join(addresses)}")
     return out
 
 
