@@ -101,7 +101,7 @@ def _files(run: EvalRun) -> dict[str, str]:
     return {DATA_FILE: text}
 
 
-def _config(run: EvalRun, run_dir: str, pass_name: str) -> str:
+def _render(run: EvalRun, run_dir: str, pass_name: str) -> str:
     endpoint = EndpointConfig(base_url=run.endpoint_url, served_model=run.served_model, api_style=run.api_style,
                               stream=run.stream)
     # A fixed output length would cut or pad an accuracy answer: only the performance pass gets it.
@@ -113,6 +113,15 @@ def _config(run: EvalRun, run_dir: str, pass_name: str) -> str:
     # AISBench checks the tokenizer directory whenever one is named; only the performance summarizer needs it.
     tokenizer = run.tokenizer_path if pass_name == "performance" else ""
     return render_config(MODEL_ABBR, endpoint, generation, dataset, tokenizer)
+
+
+def _config(run: EvalRun, run_dir: str, pass_name: str) -> str:
+    """The config file's source; a value the writer refuses (a run stored before a check existed) fails the job
+    naming it, and nothing is written or started."""
+    try:
+        return _render(run, run_dir, pass_name)
+    except ValueError as exc:
+        raise JobFailed(f"{pass_name}: the AISBench config cannot be written: {exc}") from None
 
 
 def _run_pass(ctx: JobContext, run: EvalRun, host: EvalHost, run_dir: str, pass_name: str, resume: bool) -> None:

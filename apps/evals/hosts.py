@@ -84,11 +84,23 @@ class EvalHost(ABC):
         pass
 
 
+# What ais_bench may see of the evals worker's environment: the locale, paths, proxies and the tokenizer libraries'
+# settings; never the control plane's own (SECRET_KEY, PDCP_SECRETS_KEY, DATABASE_URL, REDIS_URL...), which
+# mmengine could expand into a config (docs/aisbench-facts.md "Config file") and a run's log could show.
+PASSED_ENV = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "HTTP_PROXY",
+                        "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy", "OMP_NUM_THREADS"})
+PASSED_ENV_PREFIXES = ("LC_", "HF_", "TRANSFORMERS_", "TOKENIZERS_")
+
+
+def worker_env_for_ais_bench(environ) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if k in PASSED_ENV or k.startswith(PASSED_ENV_PREFIXES)}
+
+
 class LocalHost(EvalHost):
     def __init__(self, run_id: int):
         self.name = "control plane"
         self.executable = settings.PDCP_AISBENCH
-        self.base_env = dict(os.environ)
+        self.base_env = worker_env_for_ais_bench(os.environ)
         self.run_dir = local_run_dir(run_id)
         self._proc: subprocess.Popen | None = None
         self._log: Path | None = None

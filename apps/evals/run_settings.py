@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+from .aisbench import checks
 from .choices import ApiStyle, EvalMode
 
 INT_LIMITS = {
@@ -88,10 +89,12 @@ class RunSettings:
             path = data.pop("tokenizer_path")
             if path in (None, ""):
                 values["tokenizer_path"] = ""
-            elif not isinstance(path, str) or not path.startswith("/") or any(c in path for c in "\0\n\r"):
-                errors["tokenizer_path"] = "expected an absolute directory path on the host that runs ais_bench"
             else:
-                values["tokenizer_path"] = path
+                try:  # the config writer's own check: what passes here is what it writes
+                    values["tokenizer_path"] = checks.absolute_path("tokenizer_path", path)
+                except ValueError as exc:
+                    errors["tokenizer_path"] = ("expected an absolute directory path on the host that runs ais_bench: "
+                                                + str(exc).removeprefix("tokenizer_path: "))
         if values.get("ignore_eos") and "mode" not in errors and values.get("mode", cls.mode) == EvalMode.ACCURACY:
             errors["ignore_eos"] = FIXED_LENGTH_ACCURACY
         for name in data:

@@ -16,6 +16,8 @@ from apps.jobs.choices import JobKind
 from apps.jobs.services import JobStateError, job_cancel, job_create
 from apps.realtime.push import emit
 
+from .aisbench import checks
+from .aisbench.config_writer import EndpointConfig
 from .choices import EvalMode, EvalStatus
 from .datasets import CATALOGUE, DatasetFileError, dataset_choice, uploads_root, validate_jsonl
 from .models import EvalDataset, EvalRun, EvalSweep, slug_validator
@@ -45,6 +47,20 @@ def _target(deployment: Deployment) -> dict:
             "client_node": client}
 
 
+def _check_config_inputs(target: dict) -> None:
+    """What the revision puts into the AISBench config file and command line passes the config writer's checks now,
+    named, rather than failing the job later (a served name holding '{{' would be substituted by mmengine)."""
+    try:
+        EndpointConfig(base_url=target["endpoint_url"], served_model=target["served_model"])
+        if target["client_node"]:  # the run dir on the client host is <run_dir>/evals/run-<id>
+            checks.absolute_path("run_dir", target["revision_spec"]["run_dir"])
+    except ValueError as exc:
+        field = str(exc).partition(":")[0]
+        where = {"served_model": "model.served_name", "run_dir": "run_dir"}.get(field, field)
+        raise BadRunSettings({"deployment": f"r{target['revision_number']}'s {where} cannot go into an AISBench "
+                                            f"run: {str(exc).partition(': ')[2]}"}) from None
+
+
 def _check_dataset(settings: RunSettings, simulated: bool):
     choice = dataset_choice(settings.dataset)
     if choice is None:
@@ -62,6 +78,7 @@ def eval_run_create(*, deployment: Deployment, user, settings: RunSettings | dic
     if not isinstance(settings, RunSettings):
         settings = RunSettings.from_dict(settings)
     target = _target(deployment)
+    _check_config_inputs(target)
     choice = _check_dataset(settings, target["simulated"])
     tokenizer = settings.tokenizer_path
     if not tokenizer and target["simulated"]:

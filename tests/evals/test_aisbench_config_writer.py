@@ -13,6 +13,7 @@ from apps.evals.aisbench.config_writer import (
     GenerationConfig,
     SyntheticShape,
     ais_bench_argv,
+    literal,
     render_config,
     run_env,
 )
@@ -111,6 +112,38 @@ def test_a_hostile_served_model_or_key_lands_as_an_inert_string_or_is_refused(ho
         return
     (model,) = loaded(render_config("m", endpoint, GENERATION, AIME))["models"]
     assert model["model"] == hostile
+
+
+# mmengine's text markers: ais_bench dumps the config it loaded and reloads the dump with Config.fromfile, which
+# replaces them in the file's text (inside string literals too) and then runs the file. MMENGINE_CODE is a served name
+# that made the real ais_bench create /tmp/pdcp-pwned (test_aisbench_config_reload.py runs that loader).
+MMENGINE_CODE = ("{{$PDCP_NOPE:\\'+open(\"/tmp/pdcp-pwned\",\"w\").name,#}}"
+                 "{{$PDCP_NOPE:'open\"/tmp/pdcp-pwned\",\"w\" name,#}}")
+MMENGINE = ["{{$DATABASE_URL:x}}", "x{{'$HOME:x'}}", "{{ fileDirname }}", "{{_base_.models}}", "a}}b", MMENGINE_CODE]
+SUBSTITUTED = "contains '{{' or '}}'"
+
+
+@pytest.mark.parametrize("value", MMENGINE)
+def test_text_mmengine_would_substitute_is_refused_in_every_field_naming_it(value):
+    with pytest.raises(ValueError, match=f"^served_model: {SUBSTITUTED}"):
+        EndpointConfig("http://127.0.0.1:8000/", value)
+    with pytest.raises(ValueError, match=f"^api_key: {SUBSTITUTED}"):
+        EndpointConfig("http://127.0.0.1:8000/", "m", api_key=value)
+    path = "/opt/" + value.replace("/", "_")
+    with pytest.raises(ValueError, match=f"^tokenizer_path: {SUBSTITUTED}"):
+        render_config("m", ENDPOINT, GENERATION, AIME, path)
+    with pytest.raises(ValueError, match=f"^path: {SUBSTITUTED}"):
+        DatasetConfig("d", "aime", path)
+    with pytest.raises(ValueError, match=f"^work_dir: {SUBSTITUTED}"):
+        ais_bench_argv("/opt/a/bin/ais_bench", "/job/c.py", path, "accuracy")
+    with pytest.raises(ValueError, match="substitute"):  # the writer's last guard: no string of the file holds one
+        literal({"model": value})
+
+
+def test_braces_that_are_no_mmengine_marker_stay_allowed():
+    for value in ("{question}", "a{b}c", "{", "}", "{ {", "} }"):
+        (model,) = loaded(render_config("m", EndpointConfig("http://h:1/", value), GENERATION, AIME))["models"]
+        assert model["model"] == value
 
 
 @pytest.mark.parametrize("hostile", HOSTILE + ["UPPER", "a b", "a.b", "", "x" * 65])

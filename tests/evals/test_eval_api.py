@@ -9,6 +9,7 @@ from apps.evals.models import EvalDataset, EvalRun, EvalSample, EvalSweep
 from apps.jobs import tasks
 from apps.jobs.models import Job
 from tests.api_schema_check import field_errors
+from tests.evals.test_aisbench_config_writer import MMENGINE_CODE
 
 pytestmark = pytest.mark.django_db
 
@@ -105,6 +106,51 @@ def test_performance_without_a_tokenizer_is_named(operator, deployment):
     response = operator.post(RUNS, {"deployment": deployment.pk, "settings": {
         "dataset": MADE_UP, "mode": "performance"}}, format="json")
     assert response.status_code == 400 and "tokenizer" in field_errors(response)["settings.tokenizer_path"][0]
+
+
+# MMENGINE_CODE made the real ais_bench run code (tests/evals/test_aisbench_config_reload.py): mmengine substitutes
+# {{$NAME:default}} in the text of the config ais_bench reloads, inside string literals too.
+@pytest.mark.parametrize("served_name", ["m{{$PDCP_SECRETS_KEY:x}}", MMENGINE_CODE])
+def test_an_operator_topology_whose_served_name_mmengine_would_substitute_cannot_be_evaluated(
+        operator, ref_cluster, fixed_yaml, queued, served_name):
+    yaml_text = fixed_yaml.replace("served_name: qwen3-235b", f"served_name: {json.dumps(served_name)}")
+    assert yaml_text != fixed_yaml
+    created = operator.post("/api/deployments/", {"name": "templated", "cluster": ref_cluster.pk,
+                                                  "yaml_text": yaml_text}, format="json")
+    assert created.status_code == 201, created.content
+    from apps.deployments.models import Deployment
+
+    deployment = Deployment.objects.get(name="templated")
+    assert deployment.active_revision.spec["model"]["served_name"] == served_name
+    response = operator.post(RUNS, {"deployment": deployment.pk, "settings": {"dataset": MADE_UP}}, format="json")
+    assert response.status_code == 400, response.content
+    message = field_errors(response)["deployment"][0]
+    assert "model.served_name" in message and "'{{' or '}}'" in message
+    response = operator.post("/api/evals/sweeps/", {"deployment": deployment.pk, "concurrencies": "1,2", "settings": {
+        "dataset": MADE_UP, "tokenizer_path": "/opt/tok"}}, format="json")
+    assert response.status_code == 400 and "model.served_name" in field_errors(response)["deployment"][0]
+    assert not EvalRun.objects.exists() and not Job.objects.filter(kind="evaluate").exists() and not queued
+
+
+@pytest.mark.parametrize("path", ["/opt/{{$PDCP_SECRETS_KEY:x}}", "/opt/{{ fileDirname }}", "/opt/../etc",
+                                  "/opt//tok", "/opt/tok\t", "/"])
+def test_a_tokenizer_path_the_config_writer_would_refuse_is_named_at_once(operator, deployment, queued, path):
+    response = operator.post(RUNS, {"deployment": deployment.pk, "settings": {
+        "dataset": MADE_UP, "mode": "performance", "tokenizer_path": path}}, format="json")
+    assert response.status_code == 400, response.content
+    assert "absolute directory path" in field_errors(response)["settings.tokenizer_path"][0]
+    assert not EvalRun.objects.exists() and not queued
+
+
+def test_a_run_stored_with_a_value_the_writer_refuses_fails_its_pass_naming_it(run_of):
+    from apps.evals import execution
+    from apps.jobs.context import JobFailed
+
+    run = run_of()
+    EvalRun.objects.filter(pk=run.pk).update(served_model="m{{$PDCP_SECRETS_KEY:x}}")
+    run.refresh_from_db()
+    with pytest.raises(JobFailed, match="accuracy: the AISBench config cannot be written: served_model: contains"):
+        execution._config(run, "/tmp/run", "accuracy")
 
 
 def test_viewer_reads_but_cannot_post_and_anonymous_is_refused(viewer, deployment, run_of, api_client_for):

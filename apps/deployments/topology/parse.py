@@ -196,7 +196,7 @@ def _directory(r: _Reader, key: str, default):
         return value
 
 
-_DIR_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")  # a deployment name (inventory name_validator)
+_DIR_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")  # a deployment name (inventory name_validator)
 
 
 def _kv_connector(top: _Reader) -> str:
@@ -286,7 +286,7 @@ _INSTANCE_REQUIRED = ("name", "role", "tp", "api_port", "kv_port")
 _INSTANCE_OPTIONAL = ("node", "nodes", "dp", "dp_style", "devices", "dp_rpc_port", "expert_parallel", "ep_size",
                       "max_num_seqs",
                       "max_model_len", "extra_args", "env", "engine_id")
-ENGINE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+ENGINE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 PARALLEL_MAX = 1024  # tp and dp: far above any cluster's dies, and the plan enumerates every rank
 
 
@@ -428,6 +428,9 @@ def _env_extend(errors, path: str, data: Mapping) -> EnvExtend | None:
 
 
 _POOL_DEFAULT_PORTS = {"mooncake": (50088, 9003), "memcache": (5000, 8000)}
+# kv_pool.install_path: a library directory (LD_LIBRARY_PATH), as an instance's {prepend: ..} entries are spelt
+# (topology/engine_rules.py); no ':' (a list separator there), space, '$' or quote.
+LIBRARY_DIR_RE = re.compile(r"^(/[A-Za-z0-9_.+@-]+)+\Z")
 
 
 def _kv_pool(errors, data) -> KvPoolSpec:
@@ -442,6 +445,11 @@ def _kv_pool(errors, data) -> KvPoolSpec:
                               f"got {_show(size)}")
     protocol = r.text("protocol", None, MEMCACHE_PROTOCOLS)
     install_path = _directory(r, "install_path", None)
+    if install_path and not LIBRARY_DIR_RE.match(install_path):
+        r.bad("install_path", "expected one plain absolute directory (letters, digits, '.', '_', '+', '@', '-' between "
+                              f"'/'), got {_show(install_path)}: <install_path>/memcache_hybrid/lib goes into "
+                              "LD_LIBRARY_PATH, where a ':' would add directories (an empty or relative one is searched "
+                              "in the run dir)")
     if backend != "memcache":
         for key in ("protocol", "install_path", "config_store_port"):
             if key in r.data:
@@ -521,8 +529,8 @@ def _simulation(errors, data) -> SimulationSpec:
 _MINDIE_OPTIONAL = ("job_id", "image_name", "hardware_type", "weight_mount_path", "max_seq_len", "max_input_token_len",
                     "prefill", "decode", "ready_timeout_s", "extra")
 # deploy_config.job_id is a Kubernetes namespace: an RFC 1123 label
-K8S_NAMESPACE_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
+K8S_NAMESPACE_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
+IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}\Z")
 MINDIE_SCHEDULE = {"max_prefill_batch_size": "maxPrefillBatchSize", "max_prefill_tokens": "maxPrefillTokens",
                    "max_batch_size": "maxBatchSize", "max_iter_times": "maxIterTimes"}
 
@@ -533,7 +541,7 @@ def _mindie(errors, data) -> MindieSpec:
     job_id = r.text("job_id", "mindie")
     if job_id and not K8S_NAMESPACE_RE.match(job_id):
         r.bad("job_id", f"expected a Kubernetes namespace (lowercase letters, digits, '-', at most 63), got {_show(job_id)}")
-    image = r.text("image_name", "mindie:latest")
+    image = r.text("image_name", "")
     if image and not IMAGE_RE.match(image):
         r.bad("image_name", f"expected an image reference like mindie:2.1.RC1-800I-A3, got {_show(image)}")
     weights = _directory(r, "weight_mount_path", None)

@@ -25,7 +25,7 @@ LOAD_FAILURE_POLICIES = ("fail", "recompute")
 # D layer by layer; the proxy runs --pd-flow layerwise). docs/ascend-pd-launch-facts.md §1.4, §2.6.
 KV_CONNECTORS = {"pull": "MooncakeConnectorV1", "layerwise": "MooncakeLayerwiseConnector"}
 MEMCACHE_PROTOCOLS = ("device_sdma", "device_rdma")  # A3 over HCCS / A2 (and A3) over device RoCE
-SIZE_RE = re.compile(r"^[1-9][0-9]*GB$")  # Mooncake's global_segment_size and MemCache's dram.size: whole GB
+SIZE_RE = re.compile(r"^[1-9][0-9]*GB\Z")  # Mooncake's global_segment_size and MemCache's dram.size: whole GB
 # Where run_dir goes when a spec leaves it out (<root>/<deployment name>): out of world-writable places, where another
 # local user could plant the pid and log files first (the start refuses such a run dir). The simulated nodes' login
 # user `simnode` is unprivileged, so the sim's root is its private pdcp-runs (simcluster/rundirs.py).
@@ -36,10 +36,11 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1}
 # msModelSlim's int8 weights (+ int8 activations), whose per-channel scales add under 0.5% and are left out.
 WEIGHT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "w8a8": 1}
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")  # instance names end up in file names and process keys
-FLAG_RE = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
-ENV_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-BOOK_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")  # an answer book's name (simcluster/answer_books/<name>.jsonl)
+# \Z, never $: "$" also matches before a final newline, so "p0\n" would pass and name files on the nodes.
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")  # instance names end up in file names and process keys
+FLAG_RE = re.compile(r"^--[a-z0-9][a-z0-9-]*\Z")
+ENV_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]*\Z")
+BOOK_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")  # an answer book's name (simcluster/answer_books/<name>.jsonl)
 
 
 class SpecError(ValueError):
@@ -262,7 +263,7 @@ class MindieSpec:
     deploy_host: str  # the node that runs deploy_ac_job.py, kubectl and delete.sh
     scripts_dir: str  # MindIE's kubernetes_deploy_scripts directory on deploy_host
     job_id: str = "mindie"  # deploy_config.job_id, also the Kubernetes namespace
-    image_name: str = "mindie:latest"
+    image_name: str = ""  # one of the cluster allowlist's images (by reference); rendered pinned
     hardware_type: str | None = None  # None = from the Prefill nodes' hardware
     weight_mount_path: str | None = None  # None = model.path
     max_seq_len: int | None = None  # ModelDeployConfig.maxSeqLen; None = the instances' max_model_len or 8192

@@ -7,6 +7,10 @@ import os
 import re
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# mmengine's markers: ais_bench dumps the config it loaded and reloads the dump with Config.fromfile, which replaces
+# {{$NAME:default}} (an environment variable), {{ fileDirname }} and {{_base_.x}} in the file's TEXT before it runs
+# it, inside string literals too: a value holding one could read the environment or close its literal and run code.
+TEMPLATE = re.compile(r"\{\{|\}\}")
 ABBR = re.compile(r"[a-z0-9_-]{1,64}")
 
 
@@ -46,6 +50,9 @@ def text(field: str, value: object, *, empty_ok: bool = False, max_len: int = 51
         raise fail(field, f"longer than {max_len} characters")
     if CONTROL.search(value):
         raise fail(field, "contains a control character (newline, tab, NUL...)")
+    if TEMPLATE.search(value):
+        raise fail(field, "contains '{{' or '}}', which AISBench's config loader (mmengine) would replace with an "
+                          "environment variable or code")
     return value
 
 

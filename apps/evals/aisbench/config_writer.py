@@ -3,7 +3,9 @@ line and environment to run it (docs/aisbench-facts.md, sections "Config file" a
 
 Every value reaches the generated source through repr() of a checked str/int/float/bool; the only bare names
 are the AISBench classes listed in IMPORTS. The file must stay pure literals: AISBench reads it with mmengine's
-lazy importer, where even `import os` breaks the load."""
+lazy importer, where even `import os` breaks the load. repr() alone is not enough: ais_bench then dumps the config
+and reloads the dump with mmengine's text substitution ({{$ENV:default}}, {{ fileDirname }}) before running it, so
+no string in the file (nor the work dir it is given) may hold '{{' or '}}' (checks.TEMPLATE)."""
 
 from __future__ import annotations
 
@@ -161,6 +163,9 @@ def literal(value: object, indent: int = 0) -> str:
     pad, inner = "    " * indent, "    " * (indent + 1)
     if isinstance(value, Name):
         return value.name
+    if isinstance(value, str) and checks.TEMPLATE.search(value):
+        raise ValueError(f"{value[:60]!r} holds '{{{{' or '}}}}', which mmengine would substitute when ais_bench "
+                         "reloads the config")
     if value is None or isinstance(value, bool | int | str):
         return repr(value)
     if isinstance(value, float):

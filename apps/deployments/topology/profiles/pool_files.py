@@ -4,6 +4,7 @@ mooncake.json for the Mooncake backend, mmc-meta.conf / mmc-local.conf for MemCa
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 
 from ..spec import KvPoolSpec
@@ -29,7 +30,15 @@ def memcache_lib_dir(pool: KvPoolSpec) -> str:
     return f"{pool.install_path}/memcache_hybrid/lib"
 
 
+_CONF_KEY = re.compile(r"[a-z][a-z0-9_.]*")
+_CONF_VALUE = re.compile(r"[^\x00-\x1f\x7f]*")
+
+
 def _conf(lines: Mapping[str, str]) -> str:
+    """`key = value` lines; a value that could end its line (and start another key) is refused, never written."""
+    for key, value in lines.items():
+        if not _CONF_KEY.fullmatch(key) or not isinstance(value, str) or not _CONF_VALUE.fullmatch(value):
+            raise ValueError(f"{key!r} = {value!r} is not one line of a MemCache conf file")
     return "".join(f"{key} = {value}\n" for key, value in lines.items())
 
 
