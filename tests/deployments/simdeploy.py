@@ -152,7 +152,22 @@ def run_job_now(starter, deployment, user, **kwargs):
     params = {"health_timeout": 30, "stop_grace": 3, **kwargs.pop("params", {})}
     job = starter(deployment=deployment, user=user, params=params, **kwargs)
     run_job(job.pk)
-    return Job.objects.get(pk=job.pk)
+    return job_ended(job.pk)
+
+
+def job_ended(job_id: int, timeout: float = 600.0):
+    """The job once it has ended. With a live stack's Celery worker beside the test, the worker may have taken the
+    job from the queue before run_job did ("job N is running: not running it again"): then wait for that worker."""
+    import time
+
+    from apps.jobs.models import Job
+
+    deadline = time.monotonic() + timeout
+    while not (job := Job.objects.get(pk=job_id)).is_finished:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job_id} ({job.kind}) still {job.status} after {timeout:.0f} s")
+        time.sleep(0.2)
+    return job
 
 
 def cluster_fixture(first: int = FIRST, *, without: tuple[str, ...] = ()):

@@ -12,9 +12,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 REQUESTS = 12
 
 
+APP_NAME = "pdcp-asgi-connections-test"  # set on the connections the requests open, and only on those
+
+
 def open_connections() -> int:
+    """Connections of this database opened under APP_NAME: the requests' own, not another process's (a loaded
+    machine's lingering daphne or worker opening one meanwhile counted once as a leak)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND application_name = %s", [APP_NAME])
         return cursor.fetchone()[0]
 
 
@@ -37,6 +43,9 @@ def test_asgi_requests_leave_no_database_connection_behind(make_user, monkeypatc
         pytest.skip("counts PostgreSQL's connections")
     token = Token.objects.create(user=make_user("viewer")).key
     monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 60)  # as controlplane/settings.py serves
+    # the request threads' connections are made from this same settings dict (the test's own one is already open)
+    monkeypatch.setitem(connection.settings_dict, "OPTIONS", {**connection.settings_dict["OPTIONS"],
+                                                              "application_name": APP_NAME})
     before = open_connections()
     statuses = [asyncio.run(get_nodes(application, token)) for _ in range(REQUESTS)]
     left_open = max(0, open_connections() - before)  # another test's leftover may close meanwhile

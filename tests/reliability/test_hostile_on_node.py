@@ -70,9 +70,9 @@ def topology(run_dir: str, marker: str, values: list[str]) -> dict:
              "env": {**env_d, "SIMCLUSTER_STARTUP_S": "0.2"}},
         ],
         "proxy": {"node": "proxy", "port": 1999, "policy": "least_conn", "workers": 1},
-        # install_path reaches the engines' start line as LD_LIBRARY_PATH's prepend, next to the node's own value.
-        "kv_pool": {"backend": "memcache", "node": "proxy",  # an absolute path of printable characters
-                    "install_path": "/opt/" + every_trick(f"{marker}-lib").replace("\n", " ").replace("\t", " ")},
+        # install_path reaches the engines' start line as LD_LIBRARY_PATH's prepend, next to the node's own value:
+        # one plain directory (a ':' would add library dirs; the tricks in it are refused, below)
+        "kv_pool": {"backend": "memcache", "node": "proxy", "install_path": "/opt/pdcp-hostile_lib.v1+x@y"},
     }
 
 
@@ -121,7 +121,9 @@ def test_hostile_values_arrive_intact_on_the_node_and_run_nothing(sim, run_dir, 
                        ("model.served_name", lambda d: d["model"].update(served_name="-x")),
                        ("model.served_name", lambda d: d["model"].update(served_name="x" * 201)),
                        ("run_dir", lambda d: d.update(run_dir=f"{run_dir}/$(touch {marker}-dir)")),
-                       ("instances[0].env.BASH_ENV", lambda d: d["instances"][0]["env"].update(BASH_ENV=values[0]))):
+                       ("instances[0].env.BASH_ENV", lambda d: d["instances"][0]["env"].update(BASH_ENV=values[0])),
+                       ("kv_pool.install_path", lambda d: d["kv_pool"].update(
+                           install_path="/opt/" + every_trick(f"{marker}-lib").replace("\n", " ").replace("\t", " ")))):
         data = json.loads(json.dumps(spec))
         edit(data)
         with pytest.raises(RevisionInvalid) as caught:
@@ -175,15 +177,15 @@ def test_hostile_values_arrive_intact_on_the_node_and_run_nothing(sim, run_dir, 
                 "started held each hostile value as exactly one argv element / env value, unchanged; the deploy's "
                 "completion went through with the hostile served name; no marker file of an injected command "
                 "existed during or after the deployment; after stop nothing of it ran; model path '--...', "
-                "served name '-x' or of 201 characters, a run dir with '$(...)' and env BASH_ENV were refused naming "
-                "their field",
+                "served name '-x' or of 201 characters, a run dir with '$(...)', env BASH_ENV and a KV pool install path "
+                "with the shell tricks were refused naming their field",
            figure=f"{len(values)} hostile strings as {len(ENV_NAMES)} engine env values on each of 2 engines, one "
-                  "string combining the shell tricks in model.path, model.served_name and kv_pool.install_path "
+                  "string combining the shell tricks in model.path and model.served_name, a plain kv_pool.install_path "
                   "(LD_LIBRARY_PATH's prepend), and a JSON "
                   f"--compilation-config value: {len(plan.processes)} processes on 3 nodes, {checked_env} env values "
                   f"and {checked_argv} argv items checked on the node, all intact as one item; 0 injected commands "
                   f"ran; {len(refused)} refused values named their field",
            command='make test PYTEST_ARGS="tests/reliability/test_hostile_on_node.py"',
-           values={"hostile_strings": len(values), "fields": 5, "processes": len(plan.processes),
+           values={"hostile_strings": len(values), "fields": 6, "processes": len(plan.processes),
                    "env_values_checked": checked_env, "argv_items_checked": checked_argv, "injected_ran": 0,
                    "refused": len(refused)})
