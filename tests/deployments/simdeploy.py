@@ -146,7 +146,6 @@ def remove_run_dir(path: str) -> None:
 
 def run_job_now(starter, deployment, user, **kwargs):
     """Create a deployment job with `starter` (deployment_deploy, deployment_stop...) and run it in this process."""
-    from apps.jobs.models import Job
     from apps.jobs.runner import run_job
 
     params = {"health_timeout": 30, "stop_grace": 3, **kwargs.pop("params", {})}
