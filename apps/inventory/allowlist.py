@@ -14,10 +14,11 @@ KEYS = ("images", "weights", "mindie_scripts")
 IMAGE_KEYS = ("reference", "digest")
 MAX_ENTRIES = 64
 # registry[:port]/path/name:tag — the tag is what follows the last ':' after the last '/'
-_REPOSITORY_RE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
-_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
-_PATH_RE = re.compile(r"^(/[A-Za-z0-9_][A-Za-z0-9._-]*)+$")
+# all used with fullmatch: '$' would let a final newline through
+_REPOSITORY_RE = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
+_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+_PATH_RE = re.compile(r"(/[A-Za-z0-9_][A-Za-z0-9._-]*)+")  # each part starts with no '.': no '.' or '..' parts
 
 
 def split_reference(reference: str) -> tuple[str, str] | None:
@@ -74,12 +75,12 @@ def _image_problems(where: str, entry) -> list[tuple[str, str]]:
         out.append((f"{where}.reference", "give the digest in digest, not after '@' in the reference"))
     elif parts is None:
         out.append((f"{where}.reference", f"{reference!r} has no tag: pin it with an explicit <repository>:<tag>"))
-    elif not _REPOSITORY_RE.match(parts[0]) or not _TAG_RE.match(parts[1]):
+    elif not _REPOSITORY_RE.fullmatch(parts[0]) or not _TAG_RE.fullmatch(parts[1]):
         out.append((f"{where}.reference", f"{reference!r} is not an image reference (lowercase repository path, "
                     "then ':' and a tag of letters, digits, '_', '.', '-')"))
     elif parts[1] == "latest":
         out.append((f"{where}.reference", f"{reference!r}: 'latest' moves; pin a release tag"))
-    if not isinstance(digest, str) or (digest and not _DIGEST_RE.match(digest)):
+    if not isinstance(digest, str) or (digest and not _DIGEST_RE.fullmatch(digest)):
         out.append((f"{where}.digest", "expected sha256:<64 lowercase hex digits>, or leave it out where unknown"))
     return out
 
@@ -90,7 +91,7 @@ def directory_problem(path) -> str:
         return "expected an absolute directory, e.g. /data/models"
     if path == "/":
         return "'/' would allow every directory of the node"
-    if not _PATH_RE.match(path) or "/./" in f"{path}/" or "/../" in f"{path}/":
+    if not _PATH_RE.fullmatch(path):
         return (f"{path!r} is not an absolute directory in one spelling (letters, digits, '.', '_', '-' between "
                 "single '/'; no '.' or '..' parts, no trailing '/')")
     return ""

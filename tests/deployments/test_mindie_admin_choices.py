@@ -161,3 +161,13 @@ def test_the_cluster_page_shows_the_allowlist_and_only_an_admin_gets_the_edit_li
     client.force_login(make_user("admin", "adm"))
     page = client.get(f"/clusters/{allowed_cluster.pk}/").content.decode()
     assert f"/admin/inventory/cluster/{allowed_cluster.pk}/change/" in page
+
+
+def test_a_final_newline_is_no_part_of_an_allowlist_entry():
+    from apps.inventory.allowlist import allowlist_problems
+
+    found = dict(allowlist_problems({"images": [{"reference": f"{IMAGE}\n", "digest": f"{DIGEST}\n"}],
+                                     "weights": ["/models\n"], "mindie_scripts": [f"{SCRIPTS}\n"]}))
+    assert set(found) == {"allowlist.images[0].reference", "allowlist.images[0].digest", "allowlist.weights[0]",
+                          "allowlist.mindie_scripts[0]"}, found
+    assert allowlist_problems(ALLOWLIST) == []

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from plainyaml import short_repr
+
+from .profiles.mindie_config import RENDERED
+
 INT, NUMBER, BOOL = "a whole number from 0", "a number from 0", "true or false"
-_WORD_MAX = 32
 MAX_INT = 10**12
 
 _SERVER = {
@@ -49,12 +52,9 @@ NOT_LISTED = "not a key mindie.extra may set"
 IS_RENDERED = "is rendered from the topology"
 
 
-def extra_problems(extra: Mapping, allowed=ALLOWED, rendered=None, prefix: str = "") -> list[tuple[str, str]]:
+def extra_problems(extra: Mapping, allowed=ALLOWED, rendered=RENDERED, prefix: str = "") -> list[tuple[str, str]]:
     """(path, why) for each key of `extra` that is rendered (`rendered`: RENDERED's tree, leaves None), not listed in
     `allowed`, or whose value is not of its kind."""
-    from .profiles.mindie_config import RENDERED
-
-    rendered = RENDERED if rendered is None and not prefix else rendered
     out = []
     for key, value in extra.items():
         path = f"{prefix}.{key}" if prefix else str(key)
@@ -77,7 +77,7 @@ def extra_problems(extra: Mapping, allowed=ALLOWED, rendered=None, prefix: str =
             out.append((path, NOT_LISTED))
         elif not plain_value_of(kind, value):
             wanted = f"one of {', '.join(kind)}" if isinstance(kind, tuple) else kind
-            out.append((path, f"expected {wanted}, got {_show(value)}"))
+            out.append((path, f"expected {wanted}, got {short_repr(value)}"))
     return out
 
 
@@ -108,7 +108,3 @@ def trusts_remote_code(extra: Mapping) -> list[str]:
             out.append(f"mindie_server_{role}_config.BackendConfig.ModelDeployConfig.ModelConfig[0].{TRUST_REMOTE_CODE}")
     return out
 
-
-def _show(value) -> str:
-    text = repr(value)
-    return text if len(text) <= _WORD_MAX * 2 else text[: _WORD_MAX * 2] + "..."
