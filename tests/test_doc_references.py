@@ -1,10 +1,12 @@
 """Comments, docstrings and docs cite files that exist in this repository (a renamed module must take its
 citations with it). Paths in another project's tree are written with that project's prefix (VA:`docs/...`) and
-are not checked."""
+are not checked. Relative markdown links (`[x](docs/foo.md)`, `![x](docs/img/a.png)`, `(../README.md#anchor)`) in
+every `.md` file point at files that exist and, for an anchor into a markdown file, at one of its headings."""
 
 from __future__ import annotations
 
 import io
+import os
 import re
 import sys
 import tokenize
@@ -63,3 +65,83 @@ def test_a_citation_of_a_missing_file_is_found(tmp_path, monkeypatch):
                                                'x = "apps/data-not-a-citation.py"\n')
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert missing_citations() == ["apps/here.py:1: apps/gone.py", "apps/here.py:2: docs/nowhere.md"]
+
+
+FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", re.M | re.S)
+CODE_SPAN = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
+# [text](target) or ![alt](target), the text possibly over several lines; an optional "title" after the target.
+LINK = re.compile(r"\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?([^()\s<>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:|^//")
+HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$", re.M)
+
+
+def _blank(match: re.Match) -> str:
+    """Code keeps its line breaks (so line numbers hold) and loses everything a link could be read from."""
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
+def markdown_prose(text: str) -> str:
+    return CODE_SPAN.sub(_blank, FENCE.sub(_blank, text))
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a file's headings: lower case, markup and punctuation dropped, spaces to '-',
+    a repeated one suffixed -1, -2..."""
+    anchors, seen = set(), {}
+    for match in HEADING.finditer(FENCE.sub(_blank, text)):
+        title = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", match.group(1))
+        slug = re.sub(r"[^\w\- ]", "", title.replace("`", "").replace("*", "").lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
+
+def broken_links() -> list[str]:
+    broken = []
+    for path in sorted(ROOT.rglob("*.md")):
+        rel = path.relative_to(ROOT)
+        if SKIP_DIRS & set(rel.parts) or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        prose = markdown_prose(text)
+        for match in LINK.finditer(prose):
+            target = match.group(1)
+            if SCHEME.match(target):
+                continue
+            number = prose.count("\n", 0, match.start(1)) + 1
+            file_part, _, anchor = target.partition("#")
+            file_part = file_part.partition("?")[0]
+            resolved = Path(os.path.normpath(path.parent / file_part)) if file_part else path
+            if ROOT not in (resolved, *resolved.parents) or not resolved.exists():
+                broken.append(f"{rel}:{number}: {target} (no such file)")
+            elif anchor and resolved.suffix == ".md" and anchor.lower() not in heading_anchors(
+                    resolved.read_text(errors="replace")):
+                broken.append(f"{rel}:{number}: {target} (no such heading)")
+    return broken
+
+
+def test_every_relative_markdown_link_resolves():
+    assert broken_links() == []
+
+
+def test_a_broken_markdown_link_is_found(tmp_path, monkeypatch):
+    (tmp_path / "docs" / "img").mkdir(parents=True)
+    (tmp_path / "docs" / "img" / "shot.png").write_bytes(b"")
+    (tmp_path / "README.md").write_text(
+        "# The project\n\n![a picture\nover two lines](docs/img/shot.png)\n"
+        "[here](docs/here.md) and [gone](docs/gone.md) and [web](https://example.com/x.md)\n"
+        "[a heading](docs/here.md#what-it-does) and [no heading](docs/here.md#nowhere)\n"
+        "`[in code](docs/code-span.md)`\n\n```md\n[in a fence](docs/fenced.md)\n```\n"
+        "[outside](../elsewhere.md) [this file](#the-project) [not here](#gone)\n")
+    (tmp_path / "docs" / "here.md").write_text(
+        "# Here\n\n## What it *does*\n\nBack to [the README](../README.md#the-project), "
+        "[missing](../MISSING.md#x) and [the picture](img/shot.png \"title\").\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert broken_links() == [
+        "README.md:4: docs/gone.md (no such file)",
+        "README.md:5: docs/here.md#nowhere (no such heading)",
+        "README.md:10: ../elsewhere.md (no such file)",
+        "README.md:10: #gone (no such heading)",
+        "docs/here.md:5: ../MISSING.md#x (no such file)",
+    ]

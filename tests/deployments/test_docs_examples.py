@@ -14,10 +14,10 @@ import shlex
 from pathlib import Path
 
 import pytest
-from test_profiles_golden import check_golden, plan_as_json
 
 from apps.deployments.topology import NodeFacts, build_plan, spec_from_yaml
 from sshexec import EnvExtend
+from tests.deployments.test_profiles_golden import check_golden, plan_as_json
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "docs"
 NODES = {f"node{i}": NodeFacts(f"node{i}", f"192.0.0.{i}", frozenset(range(16)), 16, "eth0") for i in range(5)}

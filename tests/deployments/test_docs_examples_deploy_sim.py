@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from simdeploy import (
+
+from tests.deployments.simdeploy import (
     REPO,
     cluster_fixture,
     import_inventory,
@@ -21,7 +22,6 @@ from simdeploy import (
     processes_mentioning,
     run_job_now,
 )
-
 from tests.telemetry.spanning_sim import PREFIX, complete
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]

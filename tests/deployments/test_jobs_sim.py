@@ -13,7 +13,8 @@ import time
 import urllib.request
 
 import pytest
-from simdeploy import (
+
+from tests.deployments.simdeploy import (
     REPO,
     pid_alive,
     pids_in,

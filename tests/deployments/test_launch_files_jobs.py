@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from simdeploy import pid_alive, pids_in, processes_mentioning, remove_run_dir
 
 from simcluster.rundirs import new_run_dir
 from sshexec import LaunchFile
+from tests.deployments.simdeploy import pid_alive, pids_in, processes_mentioning, remove_run_dir
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240), pytest.mark.usefixtures("no_celery")]
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from simdeploy import import_inventory, new_run_dir, run_job_now, running_spec
+
+from tests.deployments.simdeploy import import_inventory, new_run_dir, run_job_now, running_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 FIRST = 75  # node0-node5 .75-.80, ms .81 (docs/contracts.md §2)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_profiles_golden import check_golden
 
 from apps.deployments.topology import (
     AllowedImage,
@@ -23,6 +22,7 @@ from apps.deployments.topology import (
     validate_topology,
 )
 from sshexec import mindie_commands
+from tests.deployments.test_profiles_golden import check_golden
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mindie"
 SIM_SCRIPTS = "/var/lib/pdcp-sim/mindie/kubernetes_deploy_scripts"

@@ -9,7 +9,8 @@ import re
 
 import pytest
 from asgiref.sync import async_to_sync
-from simdeploy import (
+
+from tests.deployments.simdeploy import (
     import_inventory,
     run_job_now,
     running_cluster,

@@ -12,7 +12,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from simdeploy import (
+
+from tests.deployments.simdeploy import (
     cluster_fixture,
     import_inventory,
     pids_in,

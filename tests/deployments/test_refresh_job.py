@@ -8,8 +8,8 @@ import signal
 import time
 
 import pytest
-from simdeploy import cluster_fixture, import_inventory, topology_yaml
 
+from tests.deployments.simdeploy import cluster_fixture, import_inventory, topology_yaml
 from tests.reliability.node_truth import rows_against_nodes, running_on_nodes
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240), pytest.mark.usefixtures("no_celery")]

@@ -3,7 +3,7 @@
 import concurrent.futures as cf
 import json
 
-from conftest import completion, request
+from tests.pdproxy.proxy_procs import completion, request
 
 
 def test_admin_needs_the_bearer_token(cluster):

@@ -3,7 +3,7 @@
 import concurrent.futures as cf
 import time
 
-from conftest import completion
+from tests.pdproxy.proxy_procs import completion
 
 
 def decode_counts(ds):

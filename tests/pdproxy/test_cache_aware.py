@@ -3,10 +3,9 @@ them, new ones to the emptiest, load out of balance wins over the cache, and wha
 
 import concurrent.futures
 
-from conftest import completion
-
 from pdproxy.backend_pool import HEALTHY, BackendPool
 from pdproxy.cache_aware import CacheAware, PrefixStore, chunk_hashes
+from tests.pdproxy.proxy_procs import completion
 
 DOCS = {name: f"[{name}] " + f"the {name} document says something long " * 40 for name in ("alpha", "beta", "gamma")}
 

@@ -8,7 +8,7 @@ import signal
 import threading
 import time
 
-from conftest import sse_events
+from tests.pdproxy.proxy_procs import sse_events
 
 
 def test_2p2d_survives_losing_one_p_and_one_d_under_load(cluster):

@@ -3,7 +3,7 @@
 import json
 import time
 
-from conftest import completion, request, sse_events, wait_until
+from tests.pdproxy.proxy_procs import completion, request, sse_events, wait_until
 
 
 def served_by(d_backends):

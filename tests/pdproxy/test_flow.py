@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import completion, request, sse_events
+from tests.pdproxy.proxy_procs import completion, request, sse_events
 
 
 def test_non_streaming_completion_goes_prefill_then_decode_with_kv_params(cluster):

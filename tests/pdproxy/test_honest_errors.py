@@ -6,7 +6,8 @@ which only the active health check takes out (pdproxy/README.md, "Ejection")."""
 import json
 
 import pytest
-from conftest import completion, sse_events, wait_until
+
+from tests.pdproxy.proxy_procs import completion, sse_events, wait_until
 
 # (fault, its arguments, the proxy's extra flags, requests that make it eject a Decode with a healthy peer)
 FAULTS = {

@@ -7,7 +7,7 @@ import json
 import socket
 import time
 
-from conftest import completion, request, sse_events, wait_until
+from tests.pdproxy.proxy_procs import completion, request, sse_events, wait_until
 
 
 def inflight(proxy) -> dict:

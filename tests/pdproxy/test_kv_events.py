@@ -10,9 +10,9 @@ import sys
 import time
 
 import pytest
-from conftest import PY, ROOT, FakeBackend, request, wait_until
 
 from simcluster import nodestate
+from tests.pdproxy.proxy_procs import PY, ROOT, FakeBackend, request, wait_until
 
 MODEL = "sim-model"
 BS = 128

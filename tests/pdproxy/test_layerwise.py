@@ -10,9 +10,9 @@ import subprocess
 import time
 
 import pytest
-from conftest import PY, ROOT, request, sse_events, wait_until
 
 from simcluster import nodestate
+from tests.pdproxy.proxy_procs import PY, ROOT, request, sse_events, wait_until
 
 LAYERWISE = "MooncakeLayerwiseConnector"
 

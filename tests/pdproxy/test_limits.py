@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import completion
+from tests.pdproxy.proxy_procs import completion
 
 
 def test_global_rate_limit_answers_429_with_retry_after(cluster):

@@ -16,10 +16,11 @@ import secrets
 import threading
 
 import pytest
-from conftest import sse_events, wait_until
-from test_layerwise import chat as sim_chat
-from test_layerwise import completion as sim_completion
-from test_layerwise import engine, layerwise_proxy
+
+from tests.pdproxy.proxy_procs import sse_events, wait_until
+from tests.pdproxy.test_layerwise import chat as sim_chat
+from tests.pdproxy.test_layerwise import completion as sim_completion
+from tests.pdproxy.test_layerwise import engine, layerwise_proxy
 
 ATTACKER = "127.0.0.66"  # a client of the proxy, elsewhere
 OTHER = "127.0.0.2"  # neither the client nor the Decode

@@ -4,7 +4,7 @@ import concurrent.futures as cf
 import json
 import socket
 
-from conftest import completion, wait_until
+from tests.pdproxy.proxy_procs import completion, wait_until
 
 
 def test_edge_counters_add_up_to_requests_sent(cluster):

@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import completion, sse_events
+from tests.pdproxy.proxy_procs import completion, sse_events
 
 
 def test_stream_recomputed_continues_on_a_new_pd_pair(cluster):

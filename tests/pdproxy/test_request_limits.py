@@ -4,7 +4,7 @@ import json
 import socket
 import time
 
-from conftest import completion
+from tests.pdproxy.proxy_procs import completion
 
 MIB = 1 << 20
 

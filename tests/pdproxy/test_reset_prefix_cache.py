@@ -5,7 +5,7 @@ an instance that does not serve it (no VLLM_SERVER_DEV_MODE) or cannot be reache
 import json
 import re
 
-from conftest import completion, request
+from tests.pdproxy.proxy_procs import completion, request
 
 PROMPT = "the same long prompt " * 200  # about 800 tokens: several full 128-token blocks
 

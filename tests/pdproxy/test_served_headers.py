@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import completion, sse_events
+from tests.pdproxy.proxy_procs import completion, sse_events
 
 
 def served_by(*backends) -> list[str]:

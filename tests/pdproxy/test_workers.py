@@ -9,7 +9,7 @@ import signal
 import time
 from pathlib import Path
 
-from conftest import completion, request, wait_until
+from tests.pdproxy.proxy_procs import completion, request, wait_until
 
 
 def children(pid: int) -> list[int]:

@@ -4,7 +4,8 @@ those marked `reliability` run with `make reliability`. Each writes its figure w
 Addresses 127.0.10.10-.49 belong to these tests (docs/contracts.md §2), each module its own slice."""
 
 import pytest
-from figures import record_figure
+
+from tests.reliability.figures import record_figure
 
 
 @pytest.fixture

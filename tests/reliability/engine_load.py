@@ -12,7 +12,6 @@ sorted as pdproxy/README.md ("Request flow", failures) says a client may see it:
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import math
 import os
@@ -25,15 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
-from stack_procs import free_port
+
+from tests.pdproxy.proxy_procs import Cluster as ProxyTestCluster
+from tests.pdproxy.proxy_procs import read_line
+from tests.pdproxy.proxy_procs import request as http_request
+from tests.reliability.stack_procs import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("pdproxy_test_procs_engine_load",
-                                               ROOT / "tests" / "pdproxy" / "conftest.py")
-_procs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_procs)
-read_line = _procs._read_line
-http_request = _procs.request
 
 MODEL = "sim-model"  # simcluster's generic-8b profile: 12 ms per token at time scale 1
 CLIENT_TIMEOUT_S = 30.0  # an answer not complete by then counts as lost (hung)
@@ -64,7 +61,7 @@ class Proc:
         return self.killed_at
 
 
-class Procs(_procs.Cluster):
+class Procs(ProxyTestCluster):
     """Engines and a proxy on given addresses; every process started is killed by PID in stop_all() (the pdproxy
     suite's Cluster)."""
 

@@ -17,11 +17,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from stack_procs import free_port, wait_until
-
 from apps.deployments.topology.plan_warnings import MOONCAKE_CLIENT_TTL_S
 from simcluster import profiles
 from simcluster.engine import textgen
+from tests.reliability.stack_procs import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "/models/ds_r1"

@@ -8,10 +8,10 @@ import itertools
 import time
 
 import pytest
-from node_truth import rows_against_nodes, running_on_nodes
-from stack_procs import ControlPlane, free_port
 
 from tests.deployments.simdeploy import cluster_fixture, import_inventory, topology_yaml
+from tests.reliability.node_truth import rows_against_nodes, running_on_nodes
+from tests.reliability.stack_procs import ControlPlane, free_port
 
 FIRST = 30
 PROXY_NODE = f"127.0.10.{FIRST + 4}"  # the reference cluster's proxy host, where the KV pool runs

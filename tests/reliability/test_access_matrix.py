@@ -18,7 +18,9 @@ import types
 from pathlib import Path
 
 import pytest
-from access_rules import (
+from django.urls import path
+
+from tests.reliability.access_rules import (
     ANONYMOUS,
     IDENTITIES,
     NOBODY,
@@ -31,7 +33,6 @@ from access_rules import (
     http_routes,
     rule_for,
 )
-from django.urls import path
 
 COMMAND = 'make test PYTEST_ARGS="tests/reliability/test_access_matrix.py"'
 LOGIN_PAGES = ("/login/", "/admin/login/")

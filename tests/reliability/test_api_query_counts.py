@@ -2,9 +2,10 @@
 and for several times as many (all on one page), so a page of 50 costs what a page of 5 does."""
 
 import pytest
-from api_dataset import Sizes, build_dataset
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+
+from tests.reliability.api_dataset import Sizes, build_dataset
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,11 @@ own, against the simulated cluster on 127.0.10.30-.35."""
 
 import time
 
-import lost_jobs
 import pytest
-from lost_jobs import (
+
+import tests.reliability.lost_jobs as lost_jobs
+from tests.deployments.simdeploy import processes_mentioning
+from tests.reliability.lost_jobs import (
     HEARTBEAT_TIMEOUT_S,
     corrected_rows,
     make_deployment,
@@ -20,9 +22,7 @@ from lost_jobs import (
     wait_job,
     wait_until_engines_started,
 )
-from node_truth import running_on_nodes
-
-from tests.deployments.simdeploy import processes_mentioning
+from tests.reliability.node_truth import running_on_nodes
 
 pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 sim, inventory, cp, operator = lost_jobs.sim, lost_jobs.inventory, lost_jobs.cp, lost_jobs.operator  # fixtures

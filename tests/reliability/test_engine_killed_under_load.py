@@ -24,12 +24,12 @@ import time
 import pytest
 from django.conf import settings
 from django.utils import timezone
-from engine_load import ROOT, Load, Procs, counts, http_request, misanswered, proxy_metric
 
 from apps.deployments.models import Process
 from apps.telemetry.scrape import OK
 from apps.telemetry.services import scrape_deployment
 from apps.telemetry.topology_snapshot import topology_snapshot
+from tests.reliability.engine_load import ROOT, Load, Procs, counts, http_request, misanswered, proxy_metric
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 

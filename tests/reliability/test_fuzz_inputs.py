@@ -20,8 +20,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from figures import record_figure
-from fuzz_strategies import (
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from tests.reliability.figures import record_figure
+from tests.reliability.fuzz_strategies import (
     HEAVY_EXAMPLES,
     LIGHT_EXAMPLES,
     broken_yaml,
@@ -29,8 +32,6 @@ from fuzz_strategies import (
     mutated_data,
     mutated_text,
 )
-from hypothesis import example, given
-from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
 NPU_SAMPLES = REPO / "tests" / "inventory" / "samples"

@@ -23,7 +23,10 @@ import time
 from pathlib import Path
 
 import pytest
-from kv_store_procs import (
+
+from simcluster import profiles
+from simcluster.ascendstore import AscendStore
+from tests.reliability.kv_store_procs import (
     Procs,
     block_keys,
     complete,
@@ -35,9 +38,6 @@ from kv_store_procs import (
     write_mmc_local_conf,
     write_mooncake_json,
 )
-
-from simcluster import profiles
-from simcluster.ascendstore import AscendStore
 
 MC_HOSTS = ("127.0.10.40", "127.0.10.41", "127.0.10.42")
 SVC, PROXY_HOST, P_HOST, D_HOST = "127.0.10.40", "127.0.10.42", "127.0.10.43", "127.0.10.44"

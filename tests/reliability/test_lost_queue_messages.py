@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from stack_procs import RedisServer, this_process_on
+
+from tests.reliability.stack_procs import RedisServer, this_process_on
 
 pytestmark = pytest.mark.django_db
 

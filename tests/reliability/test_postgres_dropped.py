@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from stack_procs import RedisServer, stack_env, start_daphne, stop
+
+from tests.reliability.stack_procs import RedisServer, stack_env, start_daphne, stop
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 

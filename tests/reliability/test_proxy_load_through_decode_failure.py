@@ -8,7 +8,8 @@ the kill) and after."""
 from __future__ import annotations
 
 import pytest
-from engine_load import Load, Procs, counts, misanswered, percentile, proxy_metric
+
+from tests.reliability.engine_load import Load, Procs, counts, misanswered, percentile, proxy_metric
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(240)]
 

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-from stack_procs import RedisServer, live_stack, wait_until
 
 from tests.deployments.simdeploy import cluster_fixture, processes_mentioning, topology_yaml
 from tests.e2e.pages import logged_in_page
+from tests.reliability.stack_procs import RedisServer, live_stack, wait_until
 
 pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True), pytest.mark.timeout(400)]
 

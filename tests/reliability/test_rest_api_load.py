@@ -8,9 +8,10 @@ request it had served, until PostgreSQL refused every client)."""
 import time
 
 import pytest
-from api_dataset import Sizes, build_dataset
-from http_load import sustained_get
-from stack_procs import ConnectionPeak, cpu_seconds, stack_env, start_daphne, stop
+
+from tests.reliability.api_dataset import Sizes, build_dataset
+from tests.reliability.http_load import sustained_get
+from tests.reliability.stack_procs import ConnectionPeak, cpu_seconds, stack_env, start_daphne, stop
 
 pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True)]
 

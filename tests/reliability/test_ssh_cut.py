@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-from stack_procs import wait_until
 
 from tests.deployments.simdeploy import (
     pid_alive,
@@ -24,6 +23,7 @@ from tests.deployments.simdeploy import (
     stop_cluster,
     topology_yaml,
 )
+from tests.reliability.stack_procs import wait_until
 
 pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300),
               pytest.mark.usefixtures("no_celery")]

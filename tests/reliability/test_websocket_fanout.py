@@ -11,10 +11,10 @@ import time
 
 import pytest
 import yaml
-from page_clients import PageClient
-from stack_procs import cpu_seconds, stack_env, start_daphne, start_worker, stop
 
 from tests.deployments.simdeploy import cluster_fixture
+from tests.reliability.page_clients import PageClient
+from tests.reliability.stack_procs import cpu_seconds, stack_env, start_daphne, start_worker, stop
 
 pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True)]
 

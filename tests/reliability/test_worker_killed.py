@@ -8,9 +8,10 @@ its own, against the simulated cluster on 127.0.10.30-.35."""
 
 import time
 
-import lost_jobs
 import pytest
-from lost_jobs import (
+
+import tests.reliability.lost_jobs as lost_jobs
+from tests.reliability.lost_jobs import (
     HEARTBEAT_TIMEOUT_S,
     corrected_rows,
     make_deployment,
@@ -21,7 +22,7 @@ from lost_jobs import (
     wait_job,
     wait_until_engines_started,
 )
-from node_truth import instances_per_process, rows_against_nodes
+from tests.reliability.node_truth import instances_per_process, rows_against_nodes
 
 pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 SWEEP_S = HEARTBEAT_TIMEOUT_S / 2  # sweep_seconds() of apps/jobs/sweeper.py

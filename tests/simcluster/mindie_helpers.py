@@ -4,7 +4,7 @@ import copy
 import json
 import time
 
-from simtest_helpers import REPO, ssh_run
+from tests.simcluster.simtest_helpers import REPO, ssh_run
 
 SCRIPTS = "/var/lib/pdcp-sim/mindie/kubernetes_deploy_scripts"  # SIMCLUSTER_RUNTIME_ROOT's default
 READY = "MindIE-MS coordinator is ready!!!"

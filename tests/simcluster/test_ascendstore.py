@@ -3,9 +3,8 @@ backend's stand-in: tests/simcluster/test_pool_connectors.py.)"""
 
 import time
 
-from simtest_helpers import free_port
-
 from simcluster.ascendstore import AscendStore
+from tests.simcluster.simtest_helpers import free_port
 
 HOST = "127.0.10.115"
 

@@ -3,10 +3,9 @@
 
 import time
 
-from simtest_helpers import ssh_connect, ssh_run
-
 from simcluster import cluster
 from simcluster.sshnode import pid_alive
+from tests.simcluster.simtest_helpers import ssh_connect, ssh_run
 
 
 def test_down_stops_processes_started_over_ssh_outside_the_node_dir(state_root):

@@ -14,9 +14,9 @@ from typing import Any
 import msgspec
 import pytest
 import zmq
-from simtest_helpers import free_port, post, sim_env, wait_http
 
 from simcluster.engine import textgen
+from tests.simcluster.simtest_helpers import free_port, post, sim_env, wait_http
 
 HOST = "127.0.10.126"
 BS = 128  # the simulator's block size (vllm-ascend's)

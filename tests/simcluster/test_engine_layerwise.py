@@ -13,9 +13,9 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from simtest_helpers import free_port, metric, sim_env, wait_http
 
 from simcluster import nodestate, profiles
+from tests.simcluster.simtest_helpers import free_port, metric, sim_env, wait_http
 
 P_HOST, D_HOST, META_HOST = "127.0.10.112", "127.0.10.113", "127.0.10.114"
 EXTRA = {"prefill": {"dp_size": 1, "tp_size": 2}, "decode": {"dp_size": 1, "tp_size": 1}}

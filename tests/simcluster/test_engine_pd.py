@@ -7,9 +7,9 @@ import urllib.error
 import urllib.request
 
 import pytest
-from simtest_helpers import free_port, sim_env, wait_http
 
 from simcluster import nodestate, profiles
+from tests.simcluster.simtest_helpers import free_port, sim_env, wait_http
 
 P_HOST, D_HOST = "127.0.10.110", "127.0.10.111"
 EXTRA = {"prefill": {"dp_size": 1, "tp_size": 2}, "decode": {"dp_size": 1, "tp_size": 1}}

@@ -6,11 +6,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from mindie_helpers import deploy, pods, put_config, user_config, wait_ready
-from simtest_helpers import ssh_connect, ssh_run
-
 from simcluster import cluster, rundirs
 from simcluster.sshnode import pid_alive
+from tests.simcluster.mindie_helpers import deploy, pods, put_config, user_config, wait_ready
+from tests.simcluster.simtest_helpers import ssh_connect, ssh_run
 
 SPEC = {"name": "mindie-down", "nodes": [
     {"name": "ctl", "address": "127.0.10.68", "hardware": "", "role": "proxy", "ssh_port": 22, "labels": {}},

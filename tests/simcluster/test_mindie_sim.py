@@ -13,7 +13,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from mindie_helpers import (
+
+from simcluster import cluster, rundirs
+from simcluster.sshnode import pid_alive
+from tests.simcluster.mindie_helpers import (
     READY,
     SCRIPTS,
     coordinator_log,
@@ -24,10 +27,7 @@ from mindie_helpers import (
     user_config,
     wait_ready,
 )
-from simtest_helpers import metric, post, ssh_connect, ssh_run
-
-from simcluster import cluster, rundirs
-from simcluster.sshnode import pid_alive
+from tests.simcluster.simtest_helpers import metric, post, ssh_connect, ssh_run
 
 CTL, A3N0, A3N1 = "127.0.10.65", "127.0.10.66", "127.0.10.67"
 SPEC = {"name": "mindie-t", "nodes": [

@@ -4,9 +4,9 @@ without processes."""
 import json
 
 import pytest
-from mindie_helpers import sample_config, user_config
 
 from simcluster.mindie import placement, routing, userconfig
+from tests.simcluster.mindie_helpers import sample_config, user_config
 
 
 def test_the_published_sample_is_valid():

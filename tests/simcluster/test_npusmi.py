@@ -5,9 +5,8 @@ import re
 import subprocess
 import sys
 
-from simtest_helpers import sim_env
-
 from simcluster import nodestate, npusmi
+from tests.simcluster.simtest_helpers import sim_env
 
 A3_ROWS = [  # docs/ascend-pd-launch-facts.md §6, Atlas 800 A3, verbatim
     "| 0     Ascend910           | OK            | 178.8       36                0    / 0             |",

@@ -5,9 +5,9 @@ import subprocess
 import sys
 
 import pytest
-from simtest_helpers import sim_env
 
 from simcluster import nodestate
+from tests.simcluster.simtest_helpers import sim_env
 
 parser = pytest.importorskip("apps.inventory.npu_smi")
 

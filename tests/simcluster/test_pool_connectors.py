@@ -13,7 +13,11 @@ import urllib.error
 from pathlib import Path
 
 import pytest
-from simtest_helpers import (
+
+from simcluster import profiles
+from simcluster.engine import poolconfig
+from simcluster.engine.kvconfig import KVConfigError
+from tests.simcluster.simtest_helpers import (
     free_port,
     metric,
     pool_kv_config,
@@ -24,10 +28,6 @@ from simtest_helpers import (
     wait_until,
     write_mooncake_json,
 )
-
-from simcluster import profiles
-from simcluster.engine import poolconfig
-from simcluster.engine.kvconfig import KVConfigError
 
 SVC, P_HOST, D_HOST = "127.0.10.135", "127.0.10.136", "127.0.10.137"
 MODEL = "/models/ds_r1"

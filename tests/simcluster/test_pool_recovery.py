@@ -15,10 +15,17 @@ import threading
 import time
 
 import pytest
-from simtest_helpers import free_port, metric, pool_kv_config, start_mooncake_master, wait_http, wait_until
-from test_pool_connectors import engine_env, start_engine
 
 from simcluster import profiles
+from tests.simcluster.simtest_helpers import (
+    free_port,
+    metric,
+    pool_kv_config,
+    start_mooncake_master,
+    wait_http,
+    wait_until,
+)
+from tests.simcluster.test_pool_connectors import engine_env, start_engine
 
 SVC, P_HOSTS, D_HOST, PROXY_HOST = "127.0.10.135", ("127.0.10.146", "127.0.10.147"), "127.0.10.148", "127.0.10.149"
 BLOCKS = 8

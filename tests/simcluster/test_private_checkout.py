@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from simtest_helpers import REPO, free_port, sim_env, ssh_connect, ssh_run
 
 from simcluster import runtime
 from simcluster.cluster import _port_open
 from simcluster.sshnode import LOGIN_USER, ensure_login_user, pid_alive
+from tests.simcluster.simtest_helpers import REPO, free_port, sim_env, ssh_connect, ssh_run
 
 SVC = "127.0.10.125"
 

@@ -8,9 +8,17 @@ import time
 import urllib.request
 
 import yaml
-from simtest_helpers import REPO, free_port, pool_kv_config, sim_env, ssh_connect, ssh_run, wait_http
 
 from simcluster.sshnode import pid_alive
+from tests.simcluster.simtest_helpers import (
+    REPO,
+    free_port,
+    pool_kv_config,
+    sim_env,
+    ssh_connect,
+    ssh_run,
+    wait_http,
+)
 
 SVC = "127.0.10.143"
 

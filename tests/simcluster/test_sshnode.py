@@ -2,9 +2,9 @@
 
 import paramiko
 import pytest
-from simtest_helpers import ssh_connect, ssh_run
 
 from simcluster.sshnode import pid_alive, start_ssh_node, stop_ssh_node
+from tests.simcluster.simtest_helpers import ssh_connect, ssh_run
 
 
 def test_session_sees_node_env_and_bin_dir_first(state_root, client_key):

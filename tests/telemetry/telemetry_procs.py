@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import socket
@@ -12,13 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("pdproxy_test_procs", ROOT / "tests" / "pdproxy" / "conftest.py")
-procs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(procs)
+from tests.pdproxy.proxy_procs import Cluster
 
-Cluster = procs.Cluster
-request = procs.request
+__all__ = ["Cluster", "MODEL", "MOONCAKE_HOST", "free_port", "start_mooncake_master"]
+
+ROOT = Path(__file__).resolve().parents[2]
 MOONCAKE_HOST = "127.0.10.240"
 MODEL = "qwen3-235b"  # simcluster's profile for this name moves 192,512 B/token, as the reference spec's profile says
 

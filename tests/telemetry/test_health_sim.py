@@ -9,9 +9,15 @@ import signal
 import time
 
 import pytest
-from health_sim import import_inventory, start_cluster, stop_cluster, topology_yaml, wait_until
 
 from tests.deployments.simdeploy import run_job_now
+from tests.telemetry.health_sim import (
+    import_inventory,
+    start_cluster,
+    stop_cluster,
+    topology_yaml,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 

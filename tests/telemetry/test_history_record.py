@@ -4,13 +4,13 @@ from the live state of real readings: simulated engines behind a real pdproxy, a
 from pathlib import Path
 
 import pytest
-from telemetry_procs import MODEL, Cluster
 
 from apps.telemetry.history import record_round, series
 from apps.telemetry.live import TargetInfo, bucket_delta, histogram_quantile, live_state
 from apps.telemetry.models import HistoryTier, MetricPoint
 from apps.telemetry.scrape import fetch_text
 from apps.telemetry.services import read_all
+from tests.telemetry.telemetry_procs import MODEL, Cluster
 
 MASTER_PAGE = (Path(__file__).resolve().parent / "fixtures" / "mooncake-master-busy.txt").read_text()
 MASTER_URL = "http://127.0.10.80:1/metrics"  # never dialled: the recorded page answers for it

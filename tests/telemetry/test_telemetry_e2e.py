@@ -6,13 +6,13 @@ import time
 from pathlib import Path
 
 import pytest
-from telemetry_procs import MODEL, Cluster, start_mooncake_master
 
 from apps.deployments.models import Process
 from apps.telemetry.live import KV_SOURCE_PROXY
 from apps.telemetry.scrape import OK
 from apps.telemetry.services import scrape_running_deployments
 from apps.telemetry.topology_snapshot import topology_snapshot
+from tests.telemetry.telemetry_procs import MODEL, Cluster, start_mooncake_master
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(30)]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -6,10 +6,10 @@ import threading
 import time
 
 import pytest
-from telemetry_procs import MODEL, Cluster, start_mooncake_master
 
 from apps.telemetry.scrape import GARBLED, OK, UNREACHABLE, read_target
 from apps.telemetry.services import read_all
+from tests.telemetry.telemetry_procs import MODEL, Cluster, start_mooncake_master
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,7 @@ def test_damaged_exposition_is_garbled_with_a_reason(damaged_server, name):
 
 
 def test_refused_http_error_and_timeout_are_unreachable(damaged_server):
-    from telemetry_procs import free_port
+    from tests.telemetry.telemetry_procs import free_port
 
     refused = read_target("d0-dp0", "decode", f"http://127.0.0.1:{free_port('127.0.0.1')}/metrics")
     assert refused.status == UNREACHABLE and "refused" in refused.reason.lower()

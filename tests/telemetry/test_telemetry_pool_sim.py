@@ -6,9 +6,9 @@ in the live state and the topology snapshot, the spanning instances drawn over t
 from __future__ import annotations
 
 import pytest
-from spanning_sim import share_a_prefix, spanning
 
 from tests.deployments.simdeploy import cluster_fixture, import_inventory, run_job_now
+from tests.telemetry.spanning_sim import share_a_prefix, spanning
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 FIRST = 244

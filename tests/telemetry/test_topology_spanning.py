@@ -3,10 +3,10 @@
 process per global rank on its node; internal DP one process per node, the secondaries headless."""
 
 import pytest
-from mindie_layout import D_NODES, P_NODES, create_nodes, mindie_yaml
 
 from apps.deployments.models import Process
 from apps.telemetry.topology_snapshot import topology_snapshot
+from tests.telemetry.mindie_layout import D_NODES, P_NODES, create_nodes, mindie_yaml
 
 pytestmark = pytest.mark.django_db
 
@@ -92,7 +92,7 @@ def test_a_headless_process_row_shows_its_state_on_its_own_node(mindie):
 
 def test_the_live_rounds_of_the_layout_carry_pool_hits():
     """The rounds the browser test draws (mindie_layout.live_rounds) are live_state's own, with pool figures."""
-    from mindie_layout import live_rounds
+    from tests.telemetry.mindie_layout import live_rounds
 
     state = live_rounds(1000.0)[-1]
     p1 = state["instances"]["p1"]
