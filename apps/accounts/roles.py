@@ -1,16 +1,15 @@
 """Roles: viewer (read), operator (run jobs), admin (edit inventory, credentials, users). One place for the rules."""
 
-from django.db import models
+from apps.coloured_choices import ColouredChoices
 
 
-class Role(models.TextChoices):
-    VIEWER = "viewer", "Viewer"
-    OPERATOR = "operator", "Operator"
-    ADMIN = "admin", "Admin"
+class Role(ColouredChoices):
+    VIEWER = "viewer", "Viewer", "grey"
+    OPERATOR = "operator", "Operator", "blue"
+    ADMIN = "admin", "Admin", "purple"
 
 
 ROLE_RANK = {Role.VIEWER: 1, Role.OPERATOR: 2, Role.ADMIN: 3}
-ROLE_COLOUR = {Role.VIEWER: "grey", Role.OPERATOR: "blue", Role.ADMIN: "purple"}
 
 
 def role_of(user) -> Role | None:

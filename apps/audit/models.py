@@ -3,26 +3,17 @@
 from django.conf import settings
 from django.db import models
 
-
-class AuditAction(models.TextChoices):
-    CREATE = "create", "Created"
-    UPDATE = "update", "Changed"
-    DELETE = "delete", "Deleted"
-    JOB = "job", "Started job"
-    LOGIN = "login", "Logged in"
-    HEALTH = "health", "Health changed"  # an instance's health state moved (by the system: user None)
-    PLAYGROUND = "playground", "Sent a playground request"  # token counts, P and D; never the text
+from apps.coloured_choices import ColouredChoices
 
 
-AUDIT_ACTION_COLOUR = {
-    AuditAction.CREATE: "green",
-    AuditAction.UPDATE: "blue",
-    AuditAction.DELETE: "red",
-    AuditAction.JOB: "purple",
-    AuditAction.LOGIN: "grey",
-    AuditAction.HEALTH: "amber",
-    AuditAction.PLAYGROUND: "blue",
-}
+class AuditAction(ColouredChoices):
+    CREATE = "create", "Created", "green"
+    UPDATE = "update", "Changed", "blue"
+    DELETE = "delete", "Deleted", "red"
+    JOB = "job", "Started job", "purple"
+    LOGIN = "login", "Logged in", "grey"
+    HEALTH = "health", "Health changed", "amber"  # an instance's health state moved (by the system: user None)
+    PLAYGROUND = "playground", "Sent a playground request", "blue"  # token counts, P and D; never the text
 
 
 class AuditEntry(models.Model):
@@ -45,4 +36,4 @@ class AuditEntry(models.Model):
 
     @property
     def colour(self) -> str:
-        return AUDIT_ACTION_COLOUR.get(self.action, "grey")
+        return AuditAction.colour_of(self.action)

@@ -11,7 +11,7 @@ from apps.audit.registry import audited
 from apps.inventory.models import Cluster, Node, name_validator
 from apps.inventory.secrets import EncryptedTextField, is_undecryptable
 
-from .choices import PROCESS_STATE_COLOUR, ROLE_COLOUR, ProcessState
+from .choices import ProcessRole, ProcessState
 
 
 def new_admin_token() -> str:
@@ -115,8 +115,8 @@ class Process(models.Model):
 
     @property
     def colour(self) -> str:
-        return PROCESS_STATE_COLOUR.get(self.state, "grey")
+        return ProcessState.colour_of(self.state)
 
     @property
     def role_colour(self) -> str:
-        return ROLE_COLOUR.get(self.role, "grey")
+        return ProcessRole.colour_of(self.role)

@@ -14,6 +14,7 @@ from apps.accounts.access import operator_required, viewer_required
 from apps.inventory.models import Cluster
 from apps.jobs.models import Job
 
+from .choices import HbmVerdict
 from .inventory_lookup import cluster_facts
 from .job_params import JobParams, known_names
 from .logs import LogUnavailable, process_log_tail
@@ -195,8 +196,9 @@ def deployment_plan_page(request, pk):
     else:
         try:
             _spec, plan = deployment_plan(deployment, revision)
+            hbm = [{**fit.as_dict(), "colour": HbmVerdict.colour_of(fit.status)} for fit in plan.hbm]
             context.update(stages=[] if plan.mindie else plan_view(plan), text=plan_to_text(plan),
-                           profile=plan.profile, warnings=plan.warnings, hbm=[fit.as_dict() for fit in plan.hbm],
+                           profile=plan.profile, warnings=plan.warnings, hbm=hbm,
                            mindie=plan.mindie, pods=plan.processes if plan.mindie else ())
         except RevisionInvalid as exc:
             context["problems"] = [name_problem(p, revision.spec).as_dict() for p in exc.problems]

@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from apps.coloured_choices import ColouredChoices
+
 
 class EvalMode(models.TextChoices):
     ACCURACY = "accuracy", "Accuracy"
@@ -14,24 +16,17 @@ class ApiStyle(models.TextChoices):
     COMPLETIONS = "completions", "Completions (/v1/completions)"
 
 
-class EvalStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    CANCELED = "canceled", "Canceled"
+class EvalStatus(ColouredChoices):
+    PENDING = "pending", "Pending", "grey"
+    RUNNING = "running", "Running", "blue"
+    SUCCEEDED = "succeeded", "Succeeded", "green"
+    FAILED = "failed", "Failed", "red"
+    CANCELED = "canceled", "Canceled", "amber"
 
 
 EVAL_FINISHED = frozenset({EvalStatus.SUCCEEDED, EvalStatus.FAILED, EvalStatus.CANCELED})
 EVAL_RESUMABLE = frozenset({EvalStatus.FAILED, EvalStatus.CANCELED})
 
-EVAL_STATUS_COLOUR = {
-    EvalStatus.PENDING: "grey",
-    EvalStatus.RUNNING: "blue",
-    EvalStatus.SUCCEEDED: "green",
-    EvalStatus.FAILED: "red",
-    EvalStatus.CANCELED: "amber",
-}
 
 # The modes one run executes, in order (a "both" run is an accuracy pass, then a performance pass).
 PASSES = {

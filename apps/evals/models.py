@@ -10,7 +10,7 @@ from django.db import models
 
 from apps.audit.registry import audited
 
-from .choices import EVAL_FINISHED, EVAL_RESUMABLE, EVAL_STATUS_COLOUR, ApiStyle, EvalMode, EvalStatus
+from .choices import EVAL_FINISHED, EVAL_RESUMABLE, ApiStyle, EvalMode, EvalStatus
 
 slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9_-]{0,62}$",
                                 "lowercase letters, digits, '_' and '-', starting with a letter or digit")
@@ -120,7 +120,7 @@ class EvalRun(models.Model):
 
     @property
     def colour(self) -> str:
-        return EVAL_STATUS_COLOUR.get(self.status, "grey")
+        return EvalStatus.colour_of(self.status)
 
     @property
     def is_finished(self) -> bool:

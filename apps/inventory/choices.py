@@ -1,42 +1,25 @@
-"""Status choices with their UI colour, in one place."""
+"""Status choices, each member with its label and UI colour."""
 
 from django.db import models
 
-
-class Reachability(models.TextChoices):
-    UNKNOWN = "unknown", "Unknown"
-    REACHABLE = "reachable", "Reachable"
-    UNREACHABLE = "unreachable", "Unreachable"
-    AUTH_FAILED = "auth_failed", "Authentication failed"
-    HOST_KEY_MISMATCH = "host_key_mismatch", "Host key changed"
-    NO_HOST_KEY = "no_host_key", "No pinned host key"
+from apps.coloured_choices import ColouredChoices
 
 
-REACHABILITY_COLOUR = {
-    Reachability.UNKNOWN: "grey",
-    Reachability.REACHABLE: "green",
-    Reachability.UNREACHABLE: "red",
-    Reachability.AUTH_FAILED: "red",
-    Reachability.HOST_KEY_MISMATCH: "red",
-    Reachability.NO_HOST_KEY: "amber",
-}
+class Reachability(ColouredChoices):
+    UNKNOWN = "unknown", "Unknown", "grey"
+    REACHABLE = "reachable", "Reachable", "green"
+    UNREACHABLE = "unreachable", "Unreachable", "red"
+    AUTH_FAILED = "auth_failed", "Authentication failed", "red"
+    HOST_KEY_MISMATCH = "host_key_mismatch", "Host key changed", "red"
+    NO_HOST_KEY = "no_host_key", "No pinned host key", "amber"
 
 
-class NpuHealth(models.TextChoices):
-    OK = "OK", "OK"
-    WARNING = "Warning", "Warning"
-    ALARM = "Alarm", "Alarm"
-    CRITICAL = "Critical", "Critical"
-    UNKNOWN = "Unknown", "Unknown"
-
-
-NPU_HEALTH_COLOUR = {
-    NpuHealth.OK: "green",
-    NpuHealth.WARNING: "amber",
-    NpuHealth.ALARM: "red",
-    NpuHealth.CRITICAL: "red",
-    NpuHealth.UNKNOWN: "grey",
-}
+class NpuHealth(ColouredChoices):
+    OK = "OK", "OK", "green"
+    WARNING = "Warning", "Warning", "amber"
+    ALARM = "Alarm", "Alarm", "red"
+    CRITICAL = "Critical", "Critical", "red"
+    UNKNOWN = "Unknown", "Unknown", "grey"
 
 
 class CredentialKind(models.TextChoices):

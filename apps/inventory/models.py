@@ -9,7 +9,7 @@ from django.db import models
 from apps.audit.registry import audited
 
 from .allowlist import allowlist_problems
-from .choices import NPU_HEALTH_COLOUR, REACHABILITY_COLOUR, CredentialKind, NpuHealth, Reachability
+from .choices import CredentialKind, NpuHealth, Reachability
 from .secrets import UNDECRYPTABLE, EncryptedTextField, is_undecryptable
 
 name_validator = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",
@@ -110,7 +110,7 @@ class Node(models.Model):
 
     @property
     def reachability_colour(self) -> str:
-        return REACHABILITY_COLOUR.get(self.reachability, "grey")
+        return Reachability.colour_of(self.reachability)
 
     @property
     def login_user(self) -> str:
@@ -150,7 +150,7 @@ class Npu(models.Model):
 
     @property
     def health_colour(self) -> str:
-        return NPU_HEALTH_COLOUR.get(self.health, "grey")
+        return NpuHealth.colour_of(self.health)
 
     @property
     def hbm_percent(self) -> float:

@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from apps.coloured_choices import ColouredChoices
+
 
 class JobKind(models.TextChoices):
     DISCOVER = "discover", "Discover NPUs"
@@ -14,13 +16,13 @@ class JobKind(models.TextChoices):
     EVALUATE = "evaluate", "Evaluate"
 
 
-class JobStatus(models.TextChoices):
-    PENDING = "pending", "Pending"          # created, waiting for a worker
-    RUNNING = "running", "Running"          # a worker owns it and beats its heart
-    SUCCESSFUL = "successful", "Successful"
-    FAILED = "failed", "Failed"             # the work ran and something it checks went wrong
-    ERROR = "error", "Error"                # the job machinery itself broke (bad input, a bug, a lost worker)
-    CANCELED = "canceled", "Canceled"
+class JobStatus(ColouredChoices):
+    PENDING = "pending", "Pending", "grey"      # created, waiting for a worker
+    RUNNING = "running", "Running", "blue"      # a worker owns it and beats its heart
+    SUCCESSFUL = "successful", "Successful", "green"
+    FAILED = "failed", "Failed", "red"          # the work ran and something it checks went wrong
+    ERROR = "error", "Error", "red"             # the job machinery itself broke (bad input, a bug, a lost worker)
+    CANCELED = "canceled", "Canceled", "amber"
 
 
 FINISHED = frozenset({JobStatus.SUCCESSFUL, JobStatus.FAILED, JobStatus.ERROR, JobStatus.CANCELED})
@@ -30,28 +32,10 @@ ALLOWED_TRANSITIONS = {
     JobStatus.RUNNING: {JobStatus.SUCCESSFUL, JobStatus.FAILED, JobStatus.ERROR, JobStatus.CANCELED},
 }
 
-JOB_STATUS_COLOUR = {
-    JobStatus.PENDING: "grey",
-    JobStatus.RUNNING: "blue",
-    JobStatus.SUCCESSFUL: "green",
-    JobStatus.FAILED: "red",
-    JobStatus.ERROR: "red",
-    JobStatus.CANCELED: "amber",
-}
 
-
-class NodeStepState(models.TextChoices):
-    WAITING = "waiting", "Waiting"
-    RUNNING = "running", "Running"
-    DONE = "done", "Done"
-    FAILED = "failed", "Failed"
-    SKIPPED = "skipped", "Skipped"
-
-
-NODE_STEP_COLOUR = {
-    NodeStepState.WAITING: "grey",
-    NodeStepState.RUNNING: "blue",
-    NodeStepState.DONE: "green",
-    NodeStepState.FAILED: "red",
-    NodeStepState.SKIPPED: "amber",
-}
+class NodeStepState(ColouredChoices):
+    WAITING = "waiting", "Waiting", "grey"
+    RUNNING = "running", "Running", "blue"
+    DONE = "done", "Done", "green"
+    FAILED = "failed", "Failed", "red"
+    SKIPPED = "skipped", "Skipped", "amber"

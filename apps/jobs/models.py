@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.db import models
 
-from .choices import FINISHED, JOB_STATUS_COLOUR, NODE_STEP_COLOUR, JobKind, JobStatus, NodeStepState
+from .choices import FINISHED, JobKind, JobStatus, NodeStepState
 
 
 class Job(models.Model):
@@ -34,7 +34,7 @@ class Job(models.Model):
 
     @property
     def colour(self) -> str:
-        return JOB_STATUS_COLOUR.get(self.status, "grey")
+        return JobStatus.colour_of(self.status)
 
     @property
     def is_finished(self) -> bool:
@@ -76,7 +76,7 @@ class JobNodeSummary(models.Model):
 
     @property
     def colour(self) -> str:
-        return NODE_STEP_COLOUR.get(self.state, "grey")
+        return NodeStepState.colour_of(self.state)
 
     @property
     def percent(self) -> int:

@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 
 from django.db.models import Q
 
+from apps.deployments.choices import ProcessRole
 from apps.deployments.models import Deployment, Process
 from apps.deployments.revision_checks import RevisionInvalid
 from apps.deployments.revision_plan import deployment_plan, revision_spec
 from apps.deployments.topology import InstanceSpec, PlannedProcess, SpecError
 
 from .history.selectors import process_subjects
-from .models import INSTANCE_STATE_COLOUR, HealthEvent, InstanceHealth, InstanceState, MetricPoint
+from .models import HealthEvent, InstanceHealth, InstanceState, MetricPoint
 from .topology_snapshot import ENGINE_ROLES
 
 EVENTS_SHOWN = 50
@@ -76,6 +77,10 @@ class InstancePage:
     events: list[dict] = field(default_factory=list)  # newest first, at most EVENTS_SHOWN
     event_count: int = 0
     charts: list[dict] = field(default_factory=list)
+
+    @property
+    def role_colour(self) -> str:
+        return ProcessRole.colour_of(self.instance.role if self.instance else None)
 
     @property
     def first_process(self) -> Process | None:
@@ -154,7 +159,7 @@ def _nodes(inst: InstanceSpec, processes: list[dict]) -> list[dict]:
 
 def _state(state: str) -> dict:
     return {"state": state, "label": InstanceState(state).label if state in InstanceState.values else state,
-            "colour": INSTANCE_STATE_COLOUR.get(state, "grey")}
+            "colour": InstanceState.colour_of(state)}
 
 
 def _event(e: HealthEvent) -> dict:

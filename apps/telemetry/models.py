@@ -5,6 +5,7 @@ health as the policy derives it with every transition as an event, and a deploym
 from django.db import models
 
 from apps.audit.registry import audited
+from apps.coloured_choices import ColouredChoices
 from apps.deployments.models import Deployment
 
 
@@ -31,23 +32,13 @@ class MetricPoint(models.Model):
                    models.Index(fields=["tier", "at"], name="metricpoint_retention")]
 
 
-class InstanceState(models.TextChoices):
-    STARTING = "starting", "Starting"
-    HEALTHY = "healthy", "Healthy"
-    DEGRADED = "degraded", "Degraded"
-    UNHEALTHY = "unhealthy", "Unhealthy"
-    STOPPED = "stopped", "Stopped"
-    FAILED = "failed", "Failed"
-
-
-INSTANCE_STATE_COLOUR = {
-    InstanceState.STARTING: "blue",
-    InstanceState.HEALTHY: "green",
-    InstanceState.DEGRADED: "amber",
-    InstanceState.UNHEALTHY: "red",
-    InstanceState.STOPPED: "grey",
-    InstanceState.FAILED: "red",
-}
+class InstanceState(ColouredChoices):
+    STARTING = "starting", "Starting", "blue"
+    HEALTHY = "healthy", "Healthy", "green"
+    DEGRADED = "degraded", "Degraded", "amber"
+    UNHEALTHY = "unhealthy", "Unhealthy", "red"
+    STOPPED = "stopped", "Stopped", "grey"
+    FAILED = "failed", "Failed", "red"
 
 
 class InstanceHealth(models.Model):
@@ -69,7 +60,7 @@ class InstanceHealth(models.Model):
 
     @property
     def colour(self) -> str:
-        return INSTANCE_STATE_COLOUR.get(self.state, "grey")
+        return InstanceState.colour_of(self.state)
 
 
 class HealthEvent(models.Model):

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 from django.core.cache import cache
 
-from apps.deployments.choices import PROCESS_STATE_COLOUR, ProcessState
+from apps.deployments.choices import ProcessState
 from apps.deployments.models import Deployment, Process, Revision
 from apps.jobs.choices import JobStatus
 from apps.jobs.models import Job
 
-from .models import INSTANCE_STATE_COLOUR, InstanceHealth, InstanceState
+from .models import InstanceHealth, InstanceState
 from .selectors import STALE_AFTER_S, live_key
 
 ENGINE_ROLES = ("prefill", "decode")
@@ -84,10 +84,9 @@ def _process_states(names: list[str], processes: list[Process]) -> list[str]:
 
 
 def _counts(states: list[str], source: str) -> list[StateCount]:
-    choices, colours = ((InstanceState, INSTANCE_STATE_COLOUR) if source == "health"
-                        else (ProcessState, PROCESS_STATE_COLOUR))
+    choices = InstanceState if source == "health" else ProcessState
     counted = Counter(states)
-    return [StateCount(c.value, c.label, colours.get(c, "grey"), counted[c.value]) for c in choices if counted[c.value]]
+    return [StateCount(c.value, c.label, c.colour, counted[c.value]) for c in choices if counted[c.value]]
 
 
 def _live_figures(state: dict | None, now: float) -> dict:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from django.core.cache import cache
 from django.db.models import F
 
-from apps.deployments.choices import PROCESS_STATE_COLOUR, ROLE_COLOUR, ProcessState
+from apps.deployments.choices import ProcessRole, ProcessState
 from apps.deployments.inventory_lookup import cluster_allowlist, cluster_nodes, node_facts
 from apps.deployments.models import Deployment, Process
 from apps.deployments.revision_checks import RevisionInvalid, name_problem, spec_errors_as_problems
@@ -30,7 +30,7 @@ from apps.deployments.topology import (
     get_profile,
     validate_topology,
 )
-from apps.inventory.choices import NPU_HEALTH_COLOUR, REACHABILITY_COLOUR, NpuHealth
+from apps.inventory.choices import NpuHealth, Reachability
 from apps.inventory.models import Node
 from apps.jobs.choices import JobStatus
 from apps.jobs.models import Job
@@ -62,8 +62,7 @@ def topology_snapshot(deployment: Deployment) -> dict:
         "revision": {"id": revision.pk, "number": revision.number} if revision else None,
         "profile": None, "problems": [], "client": None, "nodes": [], "instances": [], "services": [],
         "edges": [], "stray_processes": [], "active_job": _active_job(deployment), "drawn_despite_problems": False,
-        "state_colours": {str(k): v for k, v in PROCESS_STATE_COLOUR.items()},
-        "role_colours": dict(ROLE_COLOUR),
+        "state_colours": ProcessState.colours(), "role_colours": ProcessRole.colours(),
         "live": live_section(deployment.pk), "kv_mesh": None,
     }
     inventory = cluster_nodes(deployment.cluster)
@@ -208,7 +207,7 @@ def _instances(spec: TopologySpec, plan: Plan, rows: dict[str, Process]) -> list
         windows = [r["kv_port_window"] for r in ranks if r["kv_port_window"]]
         span = list(inst.span)
         out.append({
-            "id": f"inst:{inst.name}", "name": inst.name, "role": inst.role, "role_colour": ROLE_COLOUR[inst.role],
+            "id": f"inst:{inst.name}", "name": inst.name, "role": inst.role, "role_colour": ProcessRole(inst.role).colour,
             "node": inst.node, "nodes": span, "tp": inst.tp, "dp": inst.dp, "dp_local": inst.dp_local,
             "dp_style": inst.dp_style, "ep": inst.ep if inst.expert_parallel else None,
             "span_label": f"TP{inst.tp} × DP{inst.dp}" + (f" · EP{inst.ep}" if inst.expert_parallel else "")
@@ -248,7 +247,7 @@ def _service(p: PlannedProcess, row: Process | None, spec: TopologySpec) -> dict
         backend = spec.kv_pool.backend
     elif p.role == "store":
         backend = "memcached"
-    return {"id": f"proc:{p.key}", "key": p.key, "role": p.role, "role_colour": ROLE_COLOUR.get(p.role, "grey"),
+    return {"id": f"proc:{p.key}", "key": p.key, "role": p.role, "role_colour": ProcessRole.colour_of(p.role),
             "node": p.node, "address": p.address, "ports": list(p.ports), "health_url": p.health_url,
             "backend": backend, **_state_of(row), **_row_facts(row)}
 
@@ -293,7 +292,7 @@ def _nodes(plan: Plan, inventory: dict[str, Node], instances: list[dict]) -> lis
             dies.append({
                 "logical_id": logical_id, "npu_id": npu.npu_id if npu else logical_id // 2,
                 "chip_id": npu.chip_id if npu else logical_id % 2, "health": health,
-                "health_colour": NPU_HEALTH_COLOUR.get(health, "grey") if health else "grey",
+                "health_colour": NpuHealth.colour_of(health),
                 "ok": health in (None, NpuHealth.OK),  # undiscovered counts as usable, as planning does
                 "discovered": npu is not None, "hbm_percent": npu.hbm_percent if npu else None,
                 "hbm_used_mb": npu.hbm_used_mb if npu else None, "hbm_total_mb": npu.hbm_total_mb if npu else None,
@@ -303,7 +302,7 @@ def _nodes(plan: Plan, inventory: dict[str, Node], instances: list[dict]) -> lis
             "name": name, "address": node.address, "hardware_model": node.hardware_model,
             "npu_model": node.npu_model, "npu_count": node.npu_count,
             "reachability": node.reachability, "reachability_label": node.get_reachability_display(),
-            "reachability_colour": REACHABILITY_COLOUR.get(node.reachability, "grey"),
+            "reachability_colour": Reachability.colour_of(node.reachability),
             "column": _column(roles[name]), "roles": sorted(roles[name]), "processes": processes[name],
             "instances": on_node[name], "span": span_of.get(name), "dies": dies,
         })

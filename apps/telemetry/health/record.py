@@ -18,7 +18,7 @@ from apps.deployments.models import Deployment, Process
 from apps.deployments.services import deployment_restart
 from apps.jobs.models import Job
 
-from ..models import INSTANCE_STATE_COLOUR, HealthEvent, HealthPolicy, InstanceHealth, InstanceState
+from ..models import HealthEvent, HealthPolicy, InstanceHealth, InstanceState
 from .machine import BUSY_PREFIX, Decision, Memory, Policy, ProcessSeen, decide, held_by_busy
 from .probe import probe, probe_all
 
@@ -133,6 +133,6 @@ def _save(deployment, subject: str, row: InstanceHealth | None, decision: Decisi
 
 def health_view(decision: Decision, *, auto_restart: bool, kind: str) -> dict:
     m = decision.memory
-    return {"state": m.state, "label": InstanceState(m.state).label, "colour": INSTANCE_STATE_COLOUR[m.state],
+    return {"state": m.state, "label": InstanceState(m.state).label, "colour": InstanceState(m.state).colour,
             "reason": m.reason, "since": m.since, "kind": kind, "bad_rounds": m.bad_rounds, "restarts": m.restarts,
             "restart_job": m.restart_job, "auto_restart": auto_restart, "next_restart_at": decision.next_restart_at}

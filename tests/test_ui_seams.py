@@ -1,0 +1,43 @@
+"""Seams of the UI that stay in one place, read from the sources (nothing is started): a status's colour lives on
+its choice (apps/coloured_choices.py)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COLOURS = {"green", "amber", "red", "blue", "grey", "purple"}
+COLOUR_WORD = "|".join(sorted(COLOURS))
+
+
+def files(folder: str, suffix: str) -> list[Path]:
+    return sorted(p for p in (ROOT / folder).rglob(f"*{suffix}") if "migrations" not in p.parts and "vendor" not in p.parts)
+
+
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def _is_colour(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value in COLOURS
+
+
+def test_no_status_colour_map_outside_the_choices():
+    """A dict of colours, or a colour picked by a condition, in Python; a colour picked by {% if %} in a template;
+    an object of colours in JS: each is a second place a status's colour is decided."""
+    found = []
+    for path in files("apps", ".py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Dict) and len(node.values) > 1 and all(map(_is_colour, node.values)):
+                found.append(f"{shown(path)}:{node.lineno}: a dict of colours")
+            elif isinstance(node, ast.IfExp) and (_is_colour(node.body) or _is_colour(node.orelse)):
+                found.append(f"{shown(path)}:{node.lineno}: a colour picked by a condition")
+    picked = re.compile(r"\{%\s*(?:if|elif|else)\b[^%]*%\}\s*(?:" + COLOUR_WORD + r")\s*\{%")
+    for path in files("templates", ".html"):
+        found += [f"{shown(path)}: a colour picked by {{% if %}}: {m.group(0)}" for m in picked.finditer(path.read_text())]
+    keyed = re.compile(r"[{,]\s*[\"']?[\w-]+[\"']?\s*:\s*[\"'](?:" + COLOUR_WORD + r")[\"']")
+    for path in files("static/js", ".js"):
+        found += [f"{shown(path)}: an object of colours: {m.group(0)}" for m in keyed.finditer(path.read_text())]
+    assert not found, "a status's colour belongs to its choice (apps/coloured_choices.py):\n" + "\n".join(found)
