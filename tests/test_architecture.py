@@ -43,6 +43,10 @@ PLANTED = [
     ("apps/inventory/models.py", "from apps.deployments import choices", "Apps form layers",
      "apps.inventory.models -> apps.deployments.choices"),
     ("apps/jobs/models.py", "import controlplane.urls", "Apps form layers", "apps.jobs.models -> controlplane.urls"),
+    ("apps/deployments/topology/engine_rules.py", "import simcluster.engine.answers", "never depends on its simulator",
+     "apps.deployments.topology.engine_rules -> simcluster.engine.answers"),
+    ("controlplane/settings.py", "import simcluster.spec", "never depends on its simulator",
+     "controlplane.settings -> simcluster.spec"),
 ]
 
 
@@ -58,3 +62,11 @@ def test_a_planted_forbidden_import_breaks_its_contract(source_copy, module, lin
     assert result.returncode != 0
     broken = result.stdout.split("Broken contracts", 1)[-1]
     assert contract in broken and reported in broken, result.stdout
+
+
+def test_the_product_names_the_answer_books_the_simulator_has():
+    """The sim profile checks a spec's answer book against its own list (the product never imports simcluster)."""
+    from apps.deployments.topology.profiles.sim import ANSWER_BOOKS
+    from simcluster.engine.answers import book_names
+
+    assert sorted(ANSWER_BOOKS) == book_names()

@@ -7,12 +7,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from simcluster.engine.answers import book_names
 from sshexec import EnvExtend
 
 from .problem import Problem, instance_path
 from .profiles import get_profile
 from .profiles.engine_options import PATH_ENV, REMOTE_CODE_FLAG
+from .profiles.sim import ANSWER_BOOKS
 from .spec import TopologySpec
 
 _ABSOLUTE_PATH = re.compile(r"^/[A-Za-z0-9_.+@/-]*$")
@@ -107,7 +107,6 @@ def simulation_rules(spec: TopologySpec, out: list[Problem]) -> None:
         out.append(Problem("simulation", f"the simulation block sets what the simulated model answers, but "
                            f"launch_profile is {spec.launch_profile}", "remove the simulation block, or set "
                            "launch_profile: sim"))
-    known = book_names()
-    if sim.answer_book not in known:
+    if sim.answer_book not in ANSWER_BOOKS:
         out.append(Problem("simulation.answer_book", f"no answer book named {sim.answer_book!r}",
-                           f"use one of: {', '.join(known) or 'none'}"))
+                           f"use one of: {', '.join(ANSWER_BOOKS)}"))

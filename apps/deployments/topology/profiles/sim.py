@@ -23,6 +23,9 @@ SIMULATION_ENV = MappingProxyType({
     "SIMCLUSTER_ACCURACY": "simulation.accuracy",
     "SIMCLUSTER_THINK": "simulation.think",
 })
+# The answer books the simulated model knows (simcluster/answer_books/<name>.jsonl): named here, not read from the
+# simulator, which the product never imports; tests/test_architecture.py checks the two lists agree.
+ANSWER_BOOKS = ("made-up-aime",)
 # The simulated model's tokenizer (simcluster/tokenizer_dir.py), built by `make aisbench` (scripts/aisbench-venv.sh)
 # where controlplane/settings.py's PDCP_SIM_TOKENIZER defaults to; the spec's model.path does not exist on sim nodes.
 SIM_TOKENIZER = "/opt/pdcp-aisbench/sim-tokenizer"
