@@ -1,5 +1,5 @@
 """Seams of the UI that stay in one place, read from the sources (nothing is started): a status's colour lives on
-its choice (apps/coloured_choices.py)."""
+its choice (apps/coloured_choices.py); an edge id is built by apps/telemetry/edge_ids.py and static/js/edge-ids.js."""
 
 from __future__ import annotations
 
@@ -41,3 +41,16 @@ def test_no_status_colour_map_outside_the_choices():
     for path in files("static/js", ".js"):
         found += [f"{shown(path)}: an object of colours: {m.group(0)}" for m in keyed.finditer(path.read_text())]
     assert not found, "a status's colour belongs to its choice (apps/coloured_choices.py):\n" + "\n".join(found)
+
+
+EDGE_HELPERS = {"apps/telemetry/edge_ids.py", "static/js/edge-ids.js"}
+# "kv_transfer:" spelled out, or "->" joined to an interpolated end ({x}->, ->{x}, ->${x}): an edge id built by hand.
+HAND_BUILT_EDGE = re.compile(r"""["'`/]kv_transfer:|\}->|->\$?\{""")
+
+
+def test_edge_ids_are_built_only_by_the_helpers():
+    found = [f"{shown(path)}:{n}: {line.strip()}"
+             for path in files("apps", ".py") + files("static/js", ".js") + files("templates", ".html")
+             if shown(path) not in EDGE_HELPERS
+             for n, line in enumerate(path.read_text().splitlines(), 1) if HAND_BUILT_EDGE.search(line)]
+    assert not found, "build an edge id with apps/telemetry/edge_ids.py or static/js/edge-ids.js:\n" + "\n".join(found)

@@ -10,6 +10,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from .edge_ids import edge_id, instance_end, is_kv_edge, kv_edge_id, process_end
 from .scrape import OK, TargetReading
 
 MAX_RATE_WINDOW_S = 120.0  # older than this, the previous round says nothing about "now"
@@ -286,7 +287,7 @@ def _edges(proxy: TargetReading | None, proxy_prev: dict, engines, info, instanc
     out: dict[str, dict] = {}
 
     def edge(p_inst: str, d_inst: str) -> dict:
-        key = f"kv_transfer:inst:{p_inst}->inst:{d_inst}"
+        key = kv_edge_id(p_inst, d_inst)
         d = out.get(key)
         if d is None:
             d = out[key] = _new_kv_edge()
@@ -310,7 +311,8 @@ def _edges(proxy: TargetReading | None, proxy_prev: dict, engines, info, instanc
             inst = instance_of.get(b["backend"])
             if b["role"] != "prefill" or inst is None:
                 continue
-            d = out.setdefault(f"request:proc:{proxy.key}->inst:{inst}", {"requests": 0.0, "req_s": None})
+            d = out.setdefault(edge_id("request", process_end(proxy.key), instance_end(inst)),
+                              {"requests": 0.0, "req_s": None})
             d["requests"] += b["requests"]
             add(d, "req_s", rate(b["requests"], legs_prev.get((b["role"], b["backend"]), 0.0 if proxy_prev else None), dt))
 
@@ -349,7 +351,7 @@ def _proxy_edges(out: dict[str, dict], edges: list[dict], proxy_prev: dict, inst
         p_inst, d_inst = instance_of.get(p_addr), instance_of.get(d_addr)
         if p_inst is None or d_inst is None:
             continue  # an instance the proxy knows and this revision does not (added by hand)
-        key = f"kv_transfer:inst:{p_inst}->inst:{d_inst}"
+        key = kv_edge_id(p_inst, d_inst)
         d = out.get(key)
         if d is None:
             d = out[key] = _new_kv_edge()
@@ -382,4 +384,4 @@ def history_point(state: dict) -> dict:
     return {"at": state["at"],
             "instances": {n: {k: i.get(k) for k in ("running", "waiting", "kv_usage", "prompt_tok_s", "gen_tok_s")}
                           for n, i in state["instances"].items()},
-            "edges": {e: d.get("kv_bytes_s") for e, d in state["edges"].items() if e.startswith("kv_transfer:")}}
+            "edges": {e: d.get("kv_bytes_s") for e, d in state["edges"].items() if is_kv_edge(e)}}

@@ -18,6 +18,7 @@ from apps.deployments.models import Deployment, Process, Revision
 from apps.jobs.choices import JobStatus
 from apps.jobs.models import Job
 
+from .edge_ids import is_kv_edge
 from .models import InstanceHealth, InstanceState
 from .selectors import STALE_AFTER_S, live_key
 
@@ -96,7 +97,7 @@ def _live_figures(state: dict | None, now: float) -> dict:
     services = state.get("services") or {}
     rates = [services[k].get("req_s") for k in proxy_keys if k in services]
     rates = [r for r in rates if r is not None]
-    flows = [e.get("kv_bytes_s") for name, e in (state.get("edges") or {}).items() if name.startswith("kv_transfer:")]
+    flows = [e.get("kv_bytes_s") for name, e in (state.get("edges") or {}).items() if is_kv_edge(name)]
     flows = [f for f in flows if f is not None]
     age = max(0.0, now - state.get("at", now))
     return {"req_s": sum(rates) if rates else None, "kv_bytes_s": sum(flows) if flows else None,

@@ -8,6 +8,8 @@ import time
 
 from django.core.cache import cache
 
+from .edge_ids import is_kv_edge, kv_edge_instances
+
 HISTORY_LEN = 60          # rounds kept for sparklines: 5 minutes at one round every 5 s
 LIVE_TTL_S = 120          # no round for this long (beat stopped, processes stopped): the state disappears
 STALE_AFTER_S = 15        # three missed rounds: shown, but marked stale
@@ -15,7 +17,6 @@ STALE_AFTER_S = 15        # three missed rounds: shown, but marked stale
 # per pair; per-pair detail is then the busy pairs only (in `edges`) and each instance's top peers (`kv_fabric`).
 MESH_DETAIL_MAX_PAIRS = 512
 TOP_PEERS = 5
-KV_EDGE = "kv_transfer:"
 SPARK_FIELDS = ("kv_usage", "running", "waiting", "prompt_tok_s", "gen_tok_s")
 # What the page's live rows and hovers show of an instance (selectors drop the quantiles and raw connector counts).
 PUSHED_INSTANCE_FIELDS = (
@@ -53,9 +54,9 @@ def kv_fabric(edges: dict) -> dict:
     {instance: {"out"|"in": {kv_bytes_s, req_s, pairs, peers: [[peer, kv_bytes_s, req_s], ...]}}}."""
     sides: dict[str, dict] = {}
     for edge_id, e in edges.items():
-        if not edge_id.startswith(KV_EDGE) or not busy(e):
+        if not is_kv_edge(edge_id) or not busy(e):
             continue
-        p, d = edge_id[len(KV_EDGE):].replace("inst:", "").split("->", 1)
+        p, d = kv_edge_instances(edge_id)
         for name, side, peer in ((p, "out", d), (d, "in", p)):
             s = sides.setdefault(name, {}).setdefault(side, {"kv_bytes_s": 0.0, "req_s": 0.0, "pairs": 0, "peers": []})
             s["kv_bytes_s"] += e.get("kv_bytes_s") or 0.0
@@ -96,7 +97,7 @@ def _head(state: dict, now: float | None) -> dict:
 def live_view(state: dict, history: list[dict], *, now: float | None = None) -> dict:
     """The `live` section of the topology snapshot. A large mesh keeps only its busy pairs and no pair history."""
     big = aggregated(state["instances"])
-    edges = {e: d for e, d in state["edges"].items() if not big or not e.startswith(KV_EDGE) or busy(d)}
+    edges = {e: d for e, d in state["edges"].items() if not big or not is_kv_edge(e) or busy(d)}
     return {
         **_head(state, now),
         "instances": state["instances"], "edges": edges, "services": state["services"],
@@ -109,7 +110,7 @@ def live_view(state: dict, history: list[dict], *, now: float | None = None) -> 
             "instances": {name: {field: [h["instances"].get(name, {}).get(field) for h in history]
                                  for field in SPARK_FIELDS}
                           for name in state["instances"]},
-            "edges": {} if big else {e: [h["edges"].get(e) for h in history] for e in edges if e.startswith(KV_EDGE)},
+            "edges": {} if big else {e: [h["edges"].get(e) for h in history] for e in edges if is_kv_edge(e)},
         },
     }
 
@@ -120,7 +121,7 @@ def push_view(state: dict, point: dict, *, now: float | None = None) -> dict:
     top peers); `history_point`: this round's sparkline values, for the page to append to the snapshot's series."""
     big = aggregated(state["instances"])
     edges = {} if big else {e: {k: d.get(k) for k in PUSHED_EDGE_FIELDS} for e, d in state["edges"].items()
-                            if e.startswith(KV_EDGE) and busy(d)}
+                            if is_kv_edge(e) and busy(d)}
     return {
         **_head(state, now),
         "instances": _rounded({name: {k: i.get(k) for k in PUSHED_INSTANCE_FIELDS}

@@ -19,6 +19,7 @@ from apps.deployments.models import Deployment, Process
 from apps.deployments.topology import SpecError, spec_from_dict
 from apps.realtime.push import emit
 
+from .edge_ids import is_kv_edge
 from .health import evaluate_round
 from .history import record_round
 from .live import TargetInfo, history_point, host_port, live_state
@@ -27,7 +28,6 @@ from .round_stats import record_round_stats
 from .scrape import OK, TargetReading, fetch_text, read_target
 from .selectors import (
     HISTORY_LEN,
-    KV_EDGE,
     LIVE_TTL_S,
     aggregated,
     busy,
@@ -130,7 +130,7 @@ def stored_state(state: dict) -> dict:
     from the targets' readings, and a pair not listed reads as idle)."""
     if not aggregated(state["instances"]):
         return state
-    return {**state, "edges": {e: d for e, d in state["edges"].items() if not e.startswith(KV_EDGE) or busy(d)}}
+    return {**state, "edges": {e: d for e, d in state["edges"].items() if not is_kv_edge(e) or busy(d)}}
 
 
 RUNNING_FIELDS = ("deployment_id", "key", "role", "instance", "address", "ports")

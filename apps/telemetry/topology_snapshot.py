@@ -35,8 +35,8 @@ from apps.inventory.models import Node
 from apps.jobs.choices import JobStatus
 from apps.jobs.models import Job
 
+from .edge_ids import edge_id, instance_end, is_kv_edge, process_end
 from .selectors import (
-    KV_EDGE,
     MESH_DETAIL_MAX_PAIRS,
     PUSHED_EDGE_FIELDS,
     _rounded,
@@ -131,7 +131,7 @@ def live_section(deployment_id: int) -> dict | None:
     out = push_view(state, history[-1] if history else {"at": state["at"], "instances": {}})
     del out["history_point"]
     out["edges"] = _rounded({e: {k: d.get(k) for k in PUSHED_EDGE_FIELDS} for e, d in state["edges"].items()
-                             if not e.startswith(KV_EDGE) or busy(d)})
+                             if not is_kv_edge(e) or busy(d)})
     fields = {name: SPARK_FIELD.get(i.get("role")) for name, i in state["instances"].items()}
     out["history"] = {
         "at": [h["at"] for h in history], "edges": {},
@@ -207,7 +207,7 @@ def _instances(spec: TopologySpec, plan: Plan, rows: dict[str, Process]) -> list
         windows = [r["kv_port_window"] for r in ranks if r["kv_port_window"]]
         span = list(inst.span)
         out.append({
-            "id": f"inst:{inst.name}", "name": inst.name, "role": inst.role, "role_colour": ProcessRole(inst.role).colour,
+            "id": instance_end(inst.name), "name": inst.name, "role": inst.role, "role_colour": ProcessRole(inst.role).colour,
             "node": inst.node, "nodes": span, "tp": inst.tp, "dp": inst.dp, "dp_local": inst.dp_local,
             "dp_style": inst.dp_style, "ep": inst.ep if inst.expert_parallel else None,
             "span_label": f"TP{inst.tp} × DP{inst.dp}" + (f" · EP{inst.ep}" if inst.expert_parallel else "")
@@ -247,7 +247,7 @@ def _service(p: PlannedProcess, row: Process | None, spec: TopologySpec) -> dict
         backend = spec.kv_pool.backend
     elif p.role == "store":
         backend = "memcached"
-    return {"id": f"proc:{p.key}", "key": p.key, "role": p.role, "role_colour": ProcessRole.colour_of(p.role),
+    return {"id": process_end(p.key), "key": p.key, "role": p.role, "role_colour": ProcessRole.colour_of(p.role),
             "node": p.node, "address": p.address, "ports": list(p.ports), "health_url": p.health_url,
             "backend": backend, **_state_of(row), **_row_facts(row)}
 
@@ -363,7 +363,7 @@ def topology_edges(spec: TopologySpec, plan: Plan) -> list[dict]:
     edges = []
 
     def add(kind: str, source: str, target: str, label: str, **extra):
-        edges.append({"id": f"{kind}:{source}->{target}", "kind": kind, "source": source, "target": target,
+        edges.append({"id": edge_id(kind, source, target), "kind": kind, "source": source, "target": target,
                       "label": label, **extra})
 
     def window(name: str) -> str:
@@ -371,28 +371,28 @@ def topology_edges(spec: TopologySpec, plan: Plan) -> list[dict]:
         return f"{lo}-{hi}" if hi != lo else str(lo)
 
     if proxy:
-        add("request", "client", f"proc:{proxy.key}", f"HTTP :{proxy.ports[0]}")
+        add("request", "client", process_end(proxy.key), f"HTTP :{proxy.ports[0]}")
         for inst in prefills:
-            add("request", f"proc:{proxy.key}", f"inst:{inst.name}", "prefill request")
+            add("request", process_end(proxy.key), instance_end(inst.name), "prefill request")
     if mesh["aggregated"]:  # one edge per instance into or out of the KV fabric, not one per pair
         for p in prefills:
-            add("kv_fabric", f"inst:{p.name}", KV_FABRIC, f"KV out {window(p.name)} → {len(decodes)} Decode",
+            add("kv_fabric", instance_end(p.name), KV_FABRIC, f"KV out {window(p.name)} → {len(decodes)} Decode",
                 side="out", source_window=list(windows.get(p.name, ())))
         for d in decodes:
-            add("kv_fabric", KV_FABRIC, f"inst:{d.name}", f"KV in {window(d.name)} ← {len(prefills)} Prefill",
+            add("kv_fabric", KV_FABRIC, instance_end(d.name), f"KV in {window(d.name)} ← {len(prefills)} Prefill",
                 side="in", target_window=list(windows.get(d.name, ())))
     for p in prefills if not mesh["aggregated"] else ():
         for d in decodes:
-            add("kv_transfer", f"inst:{p.name}", f"inst:{d.name}", f"KV {window(p.name)} → {window(d.name)}",
+            add("kv_transfer", instance_end(p.name), instance_end(d.name), f"KV {window(p.name)} → {window(d.name)}",
                 source_window=list(windows.get(p.name, ())), target_window=list(windows.get(d.name, ())))
     backend = spec.kv_pool.backend if spec.kv_pool else None
     if pool:
         what = POOL_NAMES.get(backend, "KV pool")
         for inst in spec.instances:
-            add("kv_pool", f"inst:{inst.name}", f"proc:{pool.key}",
+            add("kv_pool", instance_end(inst.name), process_end(pool.key),
                 f"{what} :{pool.ports[0]} · {pool_mode(spec, inst.role)}", mode=pool_mode(spec, inst.role))
     elif stores:
         for inst in spec.instances:
-            add("kv_pool", f"inst:{inst.name}", STORE_GROUP,
+            add("kv_pool", instance_end(inst.name), STORE_GROUP,
                 f"memcached ring ({len(stores)}) · {pool_mode(spec, inst.role)}", mode=pool_mode(spec, inst.role))
     return edges

@@ -1,5 +1,7 @@
 // The playground page (templates/deployments/playground.html): POSTs one request, reads the server-sent events
 // (meta, delta, done, error) as they stream, keeps the chat's history in the page.
+import { kvEdgeId } from "./edge-ids.js";
+
 const root = document.getElementById("playground");
 const form = document.getElementById("pg-form");
 const $ = (id) => document.getElementById(id);
@@ -53,7 +55,7 @@ async function edgeCount(prefill, decode) {
     const r = await fetch(root.dataset.topologyUrl, { headers: { Accept: "application/json" } });
     if (!r.ok) return;
     const snap = await r.json();
-    const e = ((snap.live || {}).edges || {})[`kv_transfer:inst:${prefill.instance}->inst:${decode.instance}`];
+    const e = ((snap.live || {}).edges || {})[kvEdgeId(prefill.instance, decode.instance)];
     $("pg-edge").textContent = e && e.requests !== undefined ? `${Math.round(e.requests)} (last telemetry round)` : "not scraped yet";
   } catch (_) { /* the figure is optional */ }
 }

@@ -3,6 +3,8 @@
 // while a job of the deployment is pending or running, so the picture shows the state the job left behind.
 // Live load (apps.telemetry: running/waiting, KV usage, token rates per instance; req/s and KV bytes/s per P->D
 // edge) comes with the snapshot and then over /ws/deployments/<id>/, redrawing only the live layer.
+import { endName, kvEdgeInstances, processEnd } from "./edge-ids.js";
+
 const NS = "http://www.w3.org/2000/svg";
 const POLL_MS = 5000;
 const WIDTH = 1350;
@@ -455,7 +457,7 @@ function drawBand(svg, lay, snapshot) {
 function path(svg, d, kind, edge, extra = {}) {
   const g = el("g", { class: `edge ${kind}`, "data-kind": edge.kind, "data-source": edge.source, "data-target": edge.target }, svg);
   el("path", { d, class: "edge-line", ...extra }, g);
-  tip(g, `${edge.source.replace(/^\w+:/, "")} → ${edge.target.replace(/^\w+:/, "")}: ${edge.label}`);
+  tip(g, `${endName(edge.source)} → ${endName(edge.target)}: ${edge.label}`);
   return g;
 }
 
@@ -559,7 +561,7 @@ function drawFabric(layer, boxes, fabric, mesh, spread) {
     const y = spread(b, 0, 1);
     const [x1, x2] = out ? [b.x + b.w, FABRIC_X - 6] : [FABRIC_X + 6, b.x - 2];
     const g = path(layer, `M${x1},${y} L${x2},${y}`, "kv", e, { "marker-end": "url(#arrow-kv)" });
-    const name = (out ? e.source : e.target).replace(/^inst:/, "");
+    const name = endName(out ? e.source : e.target);
     kvGeometry.set(e.id, { g, line: g.firstChild, x1, y1: y, x2, y2: y, fabric: { name, side: e.side } });
     rows.push(y);
   }
@@ -866,7 +868,7 @@ function drawLive(live) {
   }
   // The proxy's client rate under the client arrow; the pool's fill under its box.
   for (const [key, v] of Object.entries(live.services)) {
-    const b = boxesNow.get(`proc:${key}`);
+    const b = boxesNow.get(processEnd(key));
     if (!b || !b.service) continue;
     if (b.service.role === "kv_pool") {
       drawPoolService(layer, b, v, live);
@@ -925,7 +927,7 @@ function drawLive(live) {
     const lbl = label(layer, p.x, p.y - 4, `${fmtRate(e.req_s, "req/s")} · ${fmtBytes(flow)}`, "middle", "edge-label kv live-flow");
     const check = e.engine_kv_bytes_s !== null && e.engine_kv_bytes_s !== undefined
       ? `\nengines' own counters: ${fmtBytes(e.engine_kv_bytes_s)}` : "\n(no engine transfer counters: vllm-ascend exports none)";
-    tip(lbl, `${id.replace("kv_transfer:", "").replaceAll("inst:", "")}: ${fmtRate(e.req_s, "req/s")}, ${fmtRate(e.prompt_tok_s, "prompt tok/s")}\n`
+    tip(lbl, `${kvEdgeInstances(id).join("->")}: ${fmtRate(e.req_s, "req/s")}, ${fmtRate(e.prompt_tok_s, "prompt tok/s")}\n`
       + `KV ${fmtBytes(flow)} from ${e.source_label}${check}\n${num(e.requests)} hand-overs since the proxy started`);
   }
   svgNow.appendChild(layer);

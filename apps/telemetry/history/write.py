@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from django.db import transaction
 
+from ..edge_ids import is_kv_edge, kv_edge_instances
 from ..models import HistoryTier, MetricPoint
 
 logger = logging.getLogger(__name__)
@@ -16,7 +17,6 @@ INSTANCE_FIELDS = ("kv_usage", "running", "waiting", "prompt_tok_s", "gen_tok_s"
                    "ttft_p50_s", "ttft_p99_s", "itl_p50_s", "itl_p99_s", "prefix_hit_rate", "connector_hit_rate")
 POOL_MASTER_FIELDS = ("key_count", "allocated_bytes", "total_bytes", "lookup_s", "load_s", "put_s")
 POOL_FIELDS = ("hit_rate", "hit_tok_s")
-KV_EDGE = "kv_transfer:inst:"
 
 
 def record_round(deployment, state: dict) -> None:
@@ -66,9 +66,9 @@ def kv_flow(edges: dict) -> tuple[dict[str, float], dict[str, float]]:
     out: dict[str, float] = {}
     for key, edge in edges.items():
         value = _number(edge.get("kv_bytes_s"))
-        if not key.startswith(KV_EDGE) or value is None:
+        if not is_kv_edge(key) or value is None:
             continue
-        source, _, target = key[len(KV_EDGE):].partition("->inst:")
+        source, target = kv_edge_instances(key)
         into[target] = into.get(target, 0.0) + value
         out[source] = out.get(source, 0.0) + value
     return into, out
