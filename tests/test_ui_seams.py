@@ -1,5 +1,6 @@
 """Seams of the UI that stay in one place, read from the sources (nothing is started): a status's colour lives on
-its choice (apps/coloured_choices.py); an edge id is built by apps/telemetry/edge_ids.py and static/js/edge-ids.js."""
+its choice (apps/coloured_choices.py); an edge id is built by apps/telemetry/edge_ids.py and static/js/edge-ids.js;
+a page's websocket is opened (and opened again) by static/js/live-socket.js."""
 
 from __future__ import annotations
 
@@ -54,3 +55,10 @@ def test_edge_ids_are_built_only_by_the_helpers():
              if shown(path) not in EDGE_HELPERS
              for n, line in enumerate(path.read_text().splitlines(), 1) if HAND_BUILT_EDGE.search(line)]
     assert not found, "build an edge id with apps/telemetry/edge_ids.py or static/js/edge-ids.js:\n" + "\n".join(found)
+
+
+def test_websockets_are_opened_only_by_the_reconnect_module():
+    found = [f"{shown(path)}:{n}" for path in files("static/js", ".js") + files("templates", ".html")
+             if shown(path) != "static/js/live-socket.js"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if "new WebSocket(" in line]
+    assert not found, "open a page's websocket with static/js/live-socket.js (it reconnects):\n" + "\n".join(found)

@@ -1,5 +1,7 @@
 // Live eval run page: subscribe to the socket first, then read the current state once; when the run ends the
 // page reloads, and a finished run's page is rendered whole by the server (it loads no socket at all).
+import { liveSocket } from "./live-socket.js";
+
 const root = document.getElementById("evalrun");
 const runId = root.dataset.runId;
 const wsState = document.getElementById("ws-state");
@@ -54,23 +56,12 @@ async function readState() {
   apply(await resp.json());
 }
 
-function connect() {
-  const proto = location.protocol === "https:" ? "wss" : "ws";
-  const ws = new WebSocket(`${proto}://${location.host}/ws/evalruns/${runId}/`);
-  ws.onopen = () => { wsState.textContent = "live"; root.dataset.ws = "open"; readState(); };
-  ws.onmessage = (e) => apply(JSON.parse(e.data));
-  ws.onclose = () => {
-    root.dataset.ws = "closed";
-    if (finished) return;
-    wsState.textContent = "reconnecting…";
-    setTimeout(connect, 1500);
-  };
-}
-
 setInterval(() => {  // the clock runs between messages
   if (startedAt !== null && !finished && root.dataset.status === "running") {
     document.getElementById("progress-elapsed").textContent = duration((Date.now() - startedAt) / 1000);
   }
 }, 1000);
 
-if (!finished) connect();
+if (!finished) {
+  liveSocket(`/ws/evalruns/${runId}/`, { root, status: wsState, onMessage: apply, onOpen: readState, done: () => finished });
+}

@@ -1,4 +1,6 @@
 // Live job page: subscribe to the socket first, then backfill over REST; counters make it gap- and duplicate-free.
+import { liveSocket } from "./live-socket.js";
+
 const root = document.getElementById("job");
 const jobId = root.dataset.jobId;
 const log = document.getElementById("log");
@@ -70,23 +72,12 @@ function setNode(msg) {
   row.querySelector(".message").textContent = msg.message || "";
 }
 
-function connect() {
-  const proto = location.protocol === "https:" ? "wss" : "ws";
-  const ws = new WebSocket(`${proto}://${location.host}/ws/jobs/${jobId}/`);
-  ws.onopen = () => { wsState.textContent = "live"; root.dataset.ws = "open"; backfill(); };
-  ws.onmessage = (e) => {
-    const msg = JSON.parse(e.data);
-    if (msg.type === "event") appendEvent(msg);
-    else if (msg.type === "status") setStatus(msg);
-    else if (msg.type === "node") setNode(msg);
-  };
-  ws.onclose = () => {
-    root.dataset.ws = "closed";
-    if (FINISHED.has(root.dataset.status)) { wsState.textContent = "finished"; return; }
-    wsState.textContent = "reconnecting…";
-    setTimeout(connect, 1500);
-  };
+function onMessage(msg) {
+  if (msg.type === "event") appendEvent(msg);
+  else if (msg.type === "status") setStatus(msg);
+  else if (msg.type === "node") setNode(msg);
 }
 
 backfill();
-connect();
+liveSocket(`/ws/jobs/${jobId}/`, { root, status: wsState, onMessage, onOpen: backfill,
+                                  done: () => FINISHED.has(root.dataset.status), doneText: "finished" });

@@ -4,6 +4,7 @@
 // Live load (apps.telemetry: running/waiting, KV usage, token rates per instance; req/s and KV bytes/s per P->D
 // edge) comes with the snapshot and then over /ws/deployments/<id>/, redrawing only the live layer.
 import { endName, kvEdgeInstances, processEnd } from "./edge-ids.js";
+import { liveSocket } from "./live-socket.js";
 
 const NS = "http://www.w3.org/2000/svg";
 const POLL_MS = 5000;
@@ -1024,10 +1025,8 @@ function showProblems(snapshot) {
 let lastBody = "";
 let timer = null;
 let current = null;
-let socket = null;
+let socketOpened = false;
 let early = null; // the newest round pushed before the first snapshot arrived
-const RECONNECT_MS = [500, 1000, 2000, 5000]; // after each close in a row; a socket that opens starts over
-let closes = 0;
 
 async function refresh() {
   const status = root.querySelector(".topology-status");
@@ -1059,7 +1058,7 @@ async function refresh() {
   status.textContent = `${rev}${snapshot.profile ? ` · ${snapshot.profile}` : ""} · read ${when}`
     + (job ? ` · job #${job.id} (${job.kind}) ${job.status}: refreshing every ${POLL_MS / 1000} s` : "");
   root.querySelector(".topology-live").textContent = liveStatus(snapshot.live);
-  if (!socket) connectLive(snapshot.deployment.id);
+  if (!socketOpened) connectLive(snapshot.deployment.id);
   root.dataset.state = job ? "watching" : "idle";
   root.dataset.loaded = "1";
   clearTimeout(timer);
@@ -1070,32 +1069,22 @@ async function refresh() {
 // Opened beside the first read of the snapshot, so no round falls between the two; after a close it opens again
 // and reads the snapshot anew, for what was pushed while it was closed.
 function connectLive(deploymentId) {
-  const proto = location.protocol === "https:" ? "wss" : "ws";
-  socket = new WebSocket(`${proto}://${location.host}/ws/deployments/${deploymentId}/`);
-  socket.onopen = () => {
-    root.dataset.ws = "open";
-    if (closes) refresh();
-    closes = 0;
-  };
-  socket.onmessage = (e) => {
-    const msg = JSON.parse(e.data);
-    if (msg.type !== "live") return;
-    if (!current) {
-      if (msg.live && (!early || msg.live.at > early.at)) early = msg.live;
-      return;
-    }
-    if (msg.live) msg.live.history = appendRound(current.live?.history, msg.live.history_point);
-    current.live = msg.live;
-    if (Boolean(msg.live) !== liveRows) draw(current);
-    else drawLive(msg.live);
-    root.querySelector(".topology-live").textContent = liveStatus(msg.live);
-    root.dataset.liveAt = `${msg.live.at}`;
-  };
-  socket.onclose = () => {
-    root.dataset.ws = "closed";
-    setTimeout(() => connectLive(deploymentId), RECONNECT_MS[Math.min(closes, RECONNECT_MS.length - 1)]);
-    closes += 1;
-  };
+  socketOpened = true;
+  liveSocket(`/ws/deployments/${deploymentId}/`, { root, onMessage: onRound, onOpen: ({ reopened }) => reopened && refresh() });
+}
+
+function onRound(msg) {
+  if (msg.type !== "live") return;
+  if (!current) {
+    if (msg.live && (!early || msg.live.at > early.at)) early = msg.live;
+    return;
+  }
+  if (msg.live) msg.live.history = appendRound(current.live?.history, msg.live.history_point);
+  current.live = msg.live;
+  if (Boolean(msg.live) !== liveRows) draw(current);
+  else drawLive(msg.live);
+  root.querySelector(".topology-live").textContent = liveStatus(msg.live);
+  root.dataset.liveAt = `${msg.live.at}`;
 }
 
 if (root) {
