@@ -12,8 +12,8 @@ import time
 from datetime import datetime
 
 FINISHED = {"successful", "failed", "error", "canceled"}
-TOPOLOGY_RECONNECT_S = [0.5, 1.0, 2.0, 5.0]  # static/js/topology.js RECONNECT_MS
-JOB_RECONNECT_S = [1.5]  # static/js/job-live.js
+TOPOLOGY_RECONNECT_S = [0.5, 1.0, 2.0, 5.0]  # static/js/live-socket.js RECONNECT_MS, as every page's socket
+JOB_RECONNECT_S = TOPOLOGY_RECONNECT_S
 MAX_ATTEMPTS = 20
 
 
