@@ -1,6 +1,7 @@
 """Seams of the UI that stay in one place, read from the sources (nothing is started): a status's colour lives on
 its choice (apps/coloured_choices.py); an edge id is built by apps/telemetry/edge_ids.py and static/js/edge-ids.js;
-a page's websocket is opened (and opened again) by static/js/live-socket.js."""
+a page's websocket is opened (and opened again) by static/js/live-socket.js; no script grows past a few hundred
+lines (the topology picture is a folder of modules, static/js/topology/)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,12 @@ def test_websockets_are_opened_only_by_the_reconnect_module():
              if shown(path) != "static/js/live-socket.js"
              for n, line in enumerate(path.read_text().splitlines(), 1) if "new WebSocket(" in line]
     assert not found, "open a page's websocket with static/js/live-socket.js (it reconnects):\n" + "\n".join(found)
+
+
+MAX_SCRIPT_LINES = 300
+
+
+def test_scripts_stay_small():
+    big = [f"{shown(path)}: {n} lines" for path in files("static/js", ".js")
+           if (n := len(path.read_text().splitlines())) > MAX_SCRIPT_LINES]
+    assert not big, f"split a script over {MAX_SCRIPT_LINES} lines by what it draws:\n" + "\n".join(big)

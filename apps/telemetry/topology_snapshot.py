@@ -114,7 +114,7 @@ def _plan_ignoring_npu_health(spec: TopologySpec | None, inventory: dict[str, No
 
 # --- live state ------------------------------------------------------------------------------------------------
 
-SPARK_FIELD = {"prefill": "prompt_tok_s", "decode": "gen_tok_s"}  # the sparkline of each role (static/js/topology.js)
+SPARK_FIELD = {"prefill": "prompt_tok_s", "decode": "gen_tok_s"}  # the sparkline of each role (static/js/topology/sparklines.js)
 
 
 def live_section(deployment_id: int) -> dict | None:

@@ -30,7 +30,7 @@ DEFAULT_WINDOW = "15m"  # a fresh deploy fills it within minutes; longer windows
 
 @viewer_required
 def deployment_topology_json(request, pk):
-    """The topology picture's data (static/js/topology.js draws it); problems in the body when it does not plan."""
+    """The topology picture's data (static/js/topology/ draws it); problems in the body when it does not plan."""
     deployment = get_object_or_404(Deployment.objects.select_related("cluster"), pk=pk)
     return JsonResponse(topology_snapshot(deployment), json_dumps_params={"ensure_ascii": False})
 

@@ -1,5 +1,5 @@
 """The topology page in Debian's Chromium (Playwright, launched as tests/e2e/conftest.py `browser`), measured from
-outside static/js/topology.js: an init script wraps the page's WebSocket so the time of each `onmessage` handler
+outside static/js/topology/: an init script wraps the page's WebSocket so the time of each `onmessage` handler
 (the live update: drawLive, or a full redraw) is recorded, and a MutationObserver notes when the SVG first holds
 every instance box. Times are the page's performance.now() (0 = navigation start) and Date.now() (wall clock,
 the same host's as the bench's time.time())."""

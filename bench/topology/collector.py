@@ -91,7 +91,7 @@ def redis_bytes(deployment_id: int) -> dict[str, int]:
 def busy_edges_only(payload: dict) -> dict:
     """A live push without what the page does not draw: P->D edges with no traffic in the round (the page shows
     a missing edge as idle, as one with zero flow), the edges' history, and of each instance's history all but
-    its sparkline's field (static/js/topology.js SPARK_FIELD: prompt tok/s of a Prefill, generation of a Decode)."""
+    its sparkline's field (static/js/topology/sparklines.js SPARK_FIELD: prompt tok/s of a Prefill, generation of a Decode)."""
     live = payload.get("live")
     if not live or "history_point" in live:  # already what services.deployment_scrape pushes since issue 12
         return payload
