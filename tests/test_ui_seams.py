@@ -1,6 +1,7 @@
 """Seams of the UI that stay in one place, read from the sources (nothing is started): a status's colour lives on
 its choice (apps/coloured_choices.py); an edge id is built by apps/telemetry/edge_ids.py and static/js/edge-ids.js;
-a page's websocket is opened (and opened again) by static/js/live-socket.js; no script grows past a few hundred
+a page's websocket is opened (and opened again) by static/js/live-socket.js; every list pages with
+templates/_pager.html; no script grows past a few hundred
 lines (the topology picture is a folder of modules, static/js/topology/)."""
 
 from __future__ import annotations
@@ -72,3 +73,13 @@ def test_scripts_stay_small():
     big = [f"{shown(path)}: {n} lines" for path in files("static/js", ".js")
            if (n := len(path.read_text().splitlines())) > MAX_SCRIPT_LINES]
     assert not big, f"split a script over {MAX_SCRIPT_LINES} lines by what it draws:\n" + "\n".join(big)
+
+
+PAGER = "templates/_pager.html"
+
+
+def test_one_pager_template():
+    """Links to the previous or next page are written in templates/_pager.html only, which every list includes."""
+    found = [shown(path) for path in files("templates", ".html") if shown(path) != PAGER
+             and ("pager" in path.name or re.search(r"previous_page_number|next_page_number", path.read_text()))]
+    assert not found, f"include {PAGER} instead of another pager:\n" + "\n".join(found)
