@@ -1,7 +1,7 @@
 """Seams of the UI that stay in one place, read from the sources (nothing is started): a status's colour lives on
 its choice (apps/coloured_choices.py); an edge id is built by apps/telemetry/edge_ids.py and static/js/edge-ids.js;
 a page's websocket is opened (and opened again) by static/js/live-socket.js; every list pages with
-templates/_pager.html; no script grows past a few hundred
+templates/_pager.html; styles live in static/css, and no link holds a button; no script grows past a few hundred
 lines (the topology picture is a folder of modules, static/js/topology/)."""
 
 from __future__ import annotations
@@ -83,3 +83,16 @@ def test_one_pager_template():
     found = [shown(path) for path in files("templates", ".html") if shown(path) != PAGER
              and ("pager" in path.name or re.search(r"previous_page_number|next_page_number", path.read_text()))]
     assert not found, f"include {PAGER} instead of another pager:\n" + "\n".join(found)
+
+
+def test_no_style_block_in_templates():
+    found = [shown(path) for path in files("templates", ".html") if re.search(r"<style\b", path.read_text(), re.I)]
+    assert not found, "move the CSS into a file of static/css and link it:\n" + "\n".join(found)
+
+
+def test_no_link_holds_a_button():
+    """<a><button> is invalid HTML (interactive content inside a link): a link styled as one (a.button), or a form."""
+    nested = re.compile(r"<a\b[^>]*>(?:(?!</a>).)*?<button\b", re.S | re.I)
+    found = [f"{shown(path)}: {m.group(0)[:100]}" for path in files("templates", ".html")
+             for m in nested.finditer(path.read_text())]
+    assert not found, "use <a class=\"button\"> or a form's button:\n" + "\n".join(found)

@@ -66,7 +66,7 @@ def test_operator_plans_deploys_watches_and_stops_the_reference_topology(live_st
     page.click("a:text('Deployments')")
     page.click("a:text('reference-sim')")
     detail_url = page.url
-    page.click("button:text('Plan (see every command)')")
+    page.click("a:text('Plan (see every command)')")
     expect(page.locator("body")).to_contain_text("vllm serve")
     expect(page.locator("body")).to_contain_text("pdproxy")
     page.screenshot(path=str(tmp_path / "plan.png"), full_page=True)

@@ -194,7 +194,7 @@ def test_the_datasets_page_says_what_is_missing_and_where_it_goes(browser_for, s
 
 def test_the_deployment_page_offers_evaluate_and_lists_its_runs(browser_for, sim_deployment, finished_run):
     html = browser_for("operator").get(f"/deployments/{sim_deployment.pk}/").content.decode()
-    assert f'href="/evals/new/?deployment={sim_deployment.pk}"' in html and ">Evaluate</button>" in html
+    assert f'href="/evals/new/?deployment={sim_deployment.pk}"' in html and ">Evaluate</a>" in html
     recent = html[html.index('id="recent-evals"'):]
     assert f'<tr data-run="{finished_run.pk}">' in recent and "66.67%" in recent
-    assert "Evaluate</button>" not in browser_for("viewer").get(f"/deployments/{sim_deployment.pk}/").content.decode()
+    assert "Evaluate</a>" not in browser_for("viewer").get(f"/deployments/{sim_deployment.pk}/").content.decode()
