@@ -1,7 +1,7 @@
 """Comments, docstrings and docs cite files that exist in this repository (a renamed module must take its
 citations with it). Paths in another project's tree are written with that project's prefix (VA:`docs/...`) and
-are not checked. Relative markdown links (`[x](docs/foo.md)`, `![x](docs/img/a.png)`, `(../README.md#anchor)`) in
-every `.md` file point at files that exist and, for an anchor into a markdown file, at one of its headings."""
+are not checked. Relative markdown links and images in every `.md` file (`[x](<path>)`, `![x](<path>)`,
+`(../README.md#anchor)`) point at files that exist and, for an anchor into a markdown file, at one of its headings."""
 
 from __future__ import annotations
 
@@ -113,7 +113,9 @@ def broken_links() -> list[str]:
             file_part, _, anchor = target.partition("#")
             file_part = file_part.partition("?")[0]
             resolved = Path(os.path.normpath(path.parent / file_part)) if file_part else path
-            if ROOT not in (resolved, *resolved.parents) or not resolved.exists():
+            if ROOT not in (resolved, *resolved.parents):
+                broken.append(f"{rel}:{number}: {target} (outside the repository)")
+            elif not resolved.exists():
                 broken.append(f"{rel}:{number}: {target} (no such file)")
             elif anchor and resolved.suffix == ".md" and anchor.lower() not in heading_anchors(
                     resolved.read_text(errors="replace")):
@@ -139,9 +141,9 @@ def test_a_broken_markdown_link_is_found(tmp_path, monkeypatch):
         "[missing](../MISSING.md#x) and [the picture](img/shot.png \"title\").\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert broken_links() == [
-        "README.md:4: docs/gone.md (no such file)",
-        "README.md:5: docs/here.md#nowhere (no such heading)",
-        "README.md:10: ../elsewhere.md (no such file)",
-        "README.md:10: #gone (no such heading)",
+        "README.md:5: docs/gone.md (no such file)",
+        "README.md:6: docs/here.md#nowhere (no such heading)",
+        "README.md:12: ../elsewhere.md (outside the repository)",
+        "README.md:12: #gone (no such heading)",
         "docs/here.md:5: ../MISSING.md#x (no such file)",
     ]
