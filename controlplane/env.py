@@ -18,7 +18,7 @@ def env_str(name: str, default: str | None = None, *, required_in_production: bo
         return value
     if required_in_production and production():
         raise MissingSetting(
-            f"{name} is required when PDCP_MODE=production (set it in the environment; see README 'Configuration')"
+            f"{name} is required when PDCP_MODE=production (set it in the environment; see docs/configuration.md)"
         )
     if default is None:
         raise MissingSetting(f"{name} is not set")

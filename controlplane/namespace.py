@@ -1,6 +1,6 @@
 """One namespace for everything an installation keeps in Redis: cache keys (live state, locks), channel groups,
 Celery queues and the broker's own keys. Two installations sharing a Redis never see each other's state or run
-each other's jobs (README "Configuration", PDCP_NAMESPACE)."""
+each other's jobs (docs/configuration.md, PDCP_NAMESPACE)."""
 
 import hashlib
 import re

@@ -1,4 +1,4 @@
-"""Django settings: everything that differs between machines comes from the environment (README 'Configuration')."""
+"""Django settings: everything that differs between machines comes from the environment (docs/configuration.md)."""
 
 from pathlib import Path
 
@@ -23,7 +23,7 @@ if PRODUCTION and not ALLOWED_HOSTS:
     raise MissingSetting("ALLOWED_HOSTS is required when PDCP_MODE=production (comma-separated host names)")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
-# Fernet keys that encrypt secrets at rest, comma-separated: the first encrypts, all decrypt (README "Rotating
+# Fernet keys that encrypt secrets at rest, comma-separated: the first encrypts, all decrypt (docs/configuration.md "Rotating
 # the secrets key"). A malformed key stops start-up here, naming PDCP_SECRETS_KEY.
 SECRETS_KEYS = parse_fernet_keys(env_str("PDCP_SECRETS_KEY", "", required_in_production=True))
 SECRETS_KEY_FILE = DATA_DIR / "secrets.key"

@@ -1,4 +1,4 @@
-"""SECURE_PROXY_SSL_HEADER from the environment (README "Configuration"): the header by which the TLS-terminating
+"""SECURE_PROXY_SSL_HEADER from the environment (docs/configuration.md): the header by which the TLS-terminating
 proxy says a request came over HTTPS. A malformed value stops start-up, naming the variable."""
 
 import re
