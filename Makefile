@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test reliability system venv services lint bench clean-sim aisbench
+.PHONY: run test test-fast reliability system venv services lint bench clean-sim aisbench
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,8 +29,16 @@ run: system venv services aisbench
 # The suite runs against the machine's real PostgreSQL and Redis.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 
+# Two xdist workers; tests that share simulated addresses run in one group (tests/xdist_groups.py, docs/testing.md).
+TEST_WORKERS ?= 2
+XDIST = -n $(TEST_WORKERS) --dist loadgroup
+
 test: system venv services aisbench
-	DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m "not reliability" $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m "not reliability" $(XDIST) $(PYTEST_ARGS)
+
+# The tests that start no process and no server (tests/procs_guard.py refuses any): for the edit-test loop.
+test-fast: venv services
+	PDCP_TEST_LANE=fast DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m "not procs and not reliability" $(XDIST) $(PYTEST_ARGS)
 
 # The heavy fault and load cases of docs/reliability.md (tests marked `reliability`), then the table of their figures.
 reliability: system venv services aisbench

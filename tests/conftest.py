@@ -8,7 +8,11 @@ import pytest
 
 from tests.keys import TEST_HOST_KEY, TEST_PRIVATE_KEY, generate_key_pair  # noqa: F401  (re-exported)
 
-pytest_plugins = ["tests.api_schema_check"]  # /api/ answers checked against the OpenAPI schema
+pytest_plugins = [
+    "tests.api_schema_check",  # /api/ answers checked against the OpenAPI schema
+    "tests.procs_guard",  # a test not marked `procs` may start no process and no server
+    "tests.xdist_groups",  # which process-starting tests may run side by side under pytest-xdist
+]
 
 _serial = itertools.count(1)
 

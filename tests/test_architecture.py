@@ -20,6 +20,7 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess:
                           timeout=300, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", "COLUMNS": "400"})
 
 
+@pytest.mark.procs
 def test_every_layering_contract_holds():
     result = lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -50,6 +51,7 @@ PLANTED = [
 ]
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize(("module", "line", "contract", "reported"), PLANTED, ids=[p[0] + ":" + p[1] for p in PLANTED])
 def test_a_planted_forbidden_import_breaks_its_contract(source_copy, module, line, contract, reported):
     path = source_copy / module

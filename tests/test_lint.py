@@ -4,6 +4,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

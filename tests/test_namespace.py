@@ -71,6 +71,7 @@ def settings_for(**env) -> dict:
     return json.loads(run_python(SETTINGS_PROBE, **env).splitlines()[-1])
 
 
+@pytest.mark.procs
 def test_the_default_namespace_differs_per_database_and_every_redis_use_follows_it(tmp_path):
     a = settings_for(DATABASE_URL=f"sqlite:///{tmp_path}/a.sqlite3")
     b = settings_for(DATABASE_URL="postgres://pdcp@db.example.com:5432/pdcp")
@@ -93,6 +94,7 @@ def test_the_default_namespace_differs_per_database_and_every_redis_use_follows_
         assert set(s["beat"].values()) <= {f"{ns}.ssh", f"{ns}.telemetry"}
 
 
+@pytest.mark.procs
 def test_an_explicit_namespace_wins_and_a_bad_one_is_refused_by_name(tmp_path):
     db = f"sqlite:///{tmp_path}/a.sqlite3"
     assert settings_for(DATABASE_URL=db, PDCP_NAMESPACE="site-a")["routes"]["apps.jobs.tasks.run_job_task"] == \
@@ -103,6 +105,7 @@ def test_an_explicit_namespace_wins_and_a_bad_one_is_refused_by_name(tmp_path):
     assert result.returncode != 0 and "PDCP_NAMESPACE must be" in result.stderr
 
 
+@pytest.mark.procs
 def test_the_worker_queue_helper_prints_the_namespaced_queues(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/a.sqlite3", PDCP_NAMESPACE="site-b")
@@ -118,6 +121,7 @@ def test_the_worker_queue_helper_prints_the_namespaced_queues(tmp_path):
     assert code != 0 and "gpu" in err and "ssh, telemetry, evals" in err
 
 
+@pytest.mark.procs
 def test_live_state_written_by_one_installation_is_invisible_to_another(tmp_path):
     """The 'live STALE · 12 of 12 targets not read' of issue 8: another database's deployment 1, read back."""
     a, b = f"sqlite:///{tmp_path}/a.sqlite3", f"sqlite:///{tmp_path}/b.sqlite3"

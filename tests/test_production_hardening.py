@@ -37,6 +37,7 @@ def warnings_of(result) -> set[str]:
     return set(re.findall(r"\(([a-z_.]+\.W\d+)\)", result.stdout + result.stderr))
 
 
+@pytest.mark.procs
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
     result = manage(production_env(tmp_path, SECURE_HSTS_PRELOAD="true"), "check", "--deploy", "--fail-level",
                     "WARNING")
@@ -44,12 +45,14 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
     assert warnings_of(result) == set()
 
 
+@pytest.mark.procs
 def test_production_defaults_leave_only_the_preload_opt_in(tmp_path):
     """Preloading HSTS is a commitment the operator makes (SECURE_HSTS_PRELOAD); everything else is on."""
     result = manage(production_env(tmp_path), "check", "--deploy")
     assert warnings_of(result) == {"security.W021"}, result.stdout + result.stderr
 
 
+@pytest.mark.procs
 def test_https_settings_come_from_the_environment(tmp_path):
     code = ("from django.conf import settings as s; print(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, "
             "s.SECURE_HSTS_INCLUDE_SUBDOMAINS, s.SECURE_HSTS_PRELOAD, s.SECURE_PROXY_SSL_HEADER)")
@@ -63,6 +66,7 @@ def test_https_settings_come_from_the_environment(tmp_path):
     assert printed(off).endswith("None"), off.stderr
 
 
+@pytest.mark.procs
 def test_development_stays_on_plain_http(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SECURE_", "PDCP_MODE", "DATABASE_URL"))}
     env.update(DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3", PDCP_DATA_DIR=str(tmp_path))
@@ -71,6 +75,7 @@ def test_development_stays_on_plain_http(tmp_path):
     assert printed(result) == "False 0 None", result.stderr
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("name, value", [("SECURE_HSTS_SECONDS", "a year"), ("SECURE_HSTS_SECONDS", "-5"),
                                          ("SECURE_PROXY_SSL_HEADER", "X-Forwarded-Proto"),
                                          ("SECURE_PROXY_SSL_HEADER", "X Forwarded: https"),

@@ -20,6 +20,7 @@ def run_check(env_overrides):
                           text=True, timeout=120)
 
 
+@pytest.mark.procs
 def test_production_refuses_to_start_without_a_required_setting_and_names_it():
     result = run_check({"PDCP_MODE": "production"})
     assert result.returncode != 0
@@ -29,6 +30,7 @@ def test_production_refuses_to_start_without_a_required_setting_and_names_it():
     assert result.returncode != 0 and "PDCP_SECRETS_KEY is required" in result.stderr
 
 
+@pytest.mark.procs
 def test_production_starts_with_everything_set(tmp_path):
     from cryptography.fernet import Fernet
 

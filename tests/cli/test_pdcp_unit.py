@@ -110,6 +110,7 @@ def with_deployment(stub):
 
 # --- arguments ----------------------------------------------------------------------------------------------
 
+@pytest.mark.procs
 @pytest.mark.parametrize("argv", [["deploy"], ["restart", "d"], ["restart", "d", "--instance", "p0", "--role",
                                                                   "decode"], ["eval", "run", "d", "--kind", "x",
                                                                               "--dataset", "y"],
@@ -127,6 +128,7 @@ def test_help_and_version_exit_0(capsys):
     assert main(["--version"]) == 0
 
 
+@pytest.mark.procs
 def test_json_goes_before_or_after_the_command(stub):
     stub.on("GET", "/api/clusters/", (200, page([{"id": 1, "name": "reference", "node_count": 6}])))
     for argv in (["--json", "clusters"], ["clusters", "--json"]):
@@ -139,6 +141,7 @@ def test_json_goes_before_or_after_the_command(stub):
 
 # --- what is sent -------------------------------------------------------------------------------------------
 
+@pytest.mark.procs
 def test_nodes_filters_by_cluster_name_or_id_and_sends_the_token(stub):
     stub.on("GET", "/api/nodes/", (200, page([{"id": 3, "cluster_name": "reference", "name": "node0",
                                                "address": "127.0.10.210", "npu_total": 16, "npu_count": 16,
@@ -151,6 +154,7 @@ def test_nodes_filters_by_cluster_name_or_id_and_sends_the_token(stub):
     assert first["headers"]["Authorization"] == "Token tok-123"
 
 
+@pytest.mark.procs
 def test_lists_follow_every_page(stub):
     stub.on("GET", "/api/deployments/", lambda r: (200, page([{**DEPLOYMENT, "id": 1, "name": "a"}], "more"))
             if not r["query"].get("offset") else (200, page([{**DEPLOYMENT, "id": 2, "name": "b"}])))
@@ -158,6 +162,7 @@ def test_lists_follow_every_page(stub):
     assert [d["name"] for d in json.loads(out)] == ["a", "b"]
 
 
+@pytest.mark.procs
 def test_a_deployment_is_named_or_numbered(stub):
     with_deployment(stub)
     stub.on("GET", "/api/deployments/7/revisions/", (200, page([
@@ -169,6 +174,7 @@ def test_a_deployment_is_named_or_numbered(stub):
     assert code == 3 and err == "pdcp: no deployment named 'nope'\n"
 
 
+@pytest.mark.procs
 def test_diff_compares_with_the_active_revision_unless_given_two(stub):
     with_deployment(stub)
     stub.on("GET", "/api/deployments/7/diff/", lambda r: (200, {
@@ -184,6 +190,7 @@ def test_diff_compares_with_the_active_revision_unless_given_two(stub):
     assert asked == [(None, None), (None, "1"), ("1", "2")]
 
 
+@pytest.mark.procs
 def test_revision_create_sends_the_yaml_and_lists_the_spec_problems(stub, tmp_path):
     with_deployment(stub)
     spec = tmp_path / "spec.yaml"
@@ -204,6 +211,7 @@ def test_revision_create_sends_the_yaml_and_lists_the_spec_problems(stub, tmp_pa
                    "  instances[0].tp: must divide the NPUs (use 2)\n  model.name: required\n")
 
 
+@pytest.mark.procs
 def test_import_sends_key_files_as_keys_on_the_same_lines(stub, tmp_path):
     (tmp_path / "id_ed25519").write_text("-----BEGIN KEY-----\nabc\n-----END KEY-----\n")
     inventory = tmp_path / "inventory.yaml"
@@ -221,6 +229,7 @@ def test_import_sends_key_files_as_keys_on_the_same_lines(stub, tmp_path):
     assert yaml.safe_load(sent)["credentials"][0]["private_key"].endswith("-----END KEY-----\n")
 
 
+@pytest.mark.procs
 def test_import_errors_name_their_lines(stub, tmp_path):
     inventory = tmp_path / "inventory.yaml"
     inventory.write_text("version: 2\n")
@@ -233,6 +242,7 @@ def test_import_errors_name_their_lines(stub, tmp_path):
     assert code == 3 and err.startswith("pdcp: cannot read ") and "No such file" in err
 
 
+@pytest.mark.procs
 def test_eval_run_sends_only_the_settings_given(stub):
     with_deployment(stub)
     stub.on("POST", "/api/evals/runs/", (201, {"id": 5, "job": 9, "status": "pending"}))
@@ -244,6 +254,7 @@ def test_eval_run_sends_only_the_settings_given(stub):
         "time_limit_s": 120}}
 
 
+@pytest.mark.procs
 def test_eval_run_sends_ignore_eos_only_when_given(stub):
     with_deployment(stub)
     stub.on("POST", "/api/evals/runs/", (201, {"id": 6, "job": 10, "status": "pending"}))
@@ -258,6 +269,7 @@ def test_eval_run_sends_ignore_eos_only_when_given(stub):
     assert "ignore_eos" not in second
 
 
+@pytest.mark.procs
 def test_eval_show_prints_each_metric_in_its_own_unit(stub):
     # stored as the parser keeps AISBench's table: times in ms, throughputs in theirs, token counts without one
     stub.on("GET", "/api/evals/runs/3/", (200, {
@@ -300,6 +312,7 @@ def job_sequence(stub, final="successful", explanation="all 6 processes healthy"
         [e for e in events if e["counter"] > int(r["query"].get("counter__gt", 0))])))
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize(("final", "code"), [("successful", 0), ("failed", 1), ("error", 1), ("canceled", 2)])
 def test_deploy_wait_prints_a_line_per_change_and_exits_with_the_result(stub, final, code):
     with_deployment(stub)
@@ -318,6 +331,7 @@ def test_deploy_wait_prints_a_line_per_change_and_exits_with_the_result(stub, fi
     assert counters[0] == "0" and counters[-1] == "2"
 
 
+@pytest.mark.procs
 def test_wait_on_a_terminal_redraws_in_place(stub):
     job_sequence(stub)
     out = Tty()
@@ -327,6 +341,7 @@ def test_wait_on_a_terminal_redraws_in_place(stub):
     assert "[####################] 100%" in text
 
 
+@pytest.mark.procs
 def test_wait_with_json_keeps_stdout_for_the_job(stub):
     job_sequence(stub)
     code, out, err = run("job", "12", "--wait", "--json")
@@ -334,6 +349,7 @@ def test_wait_with_json_keeps_stdout_for_the_job(stub):
     assert "node0" in err
 
 
+@pytest.mark.procs
 def test_deploy_of_another_revision_is_a_rollback(stub):
     with_deployment(stub)
     stub.on("POST", "/api/deployments/7/activate/", (202, job("pending")))
@@ -342,6 +358,7 @@ def test_deploy_of_another_revision_is_a_rollback(stub):
     assert stub.sent("POST", "/api/deployments/7/activate/")[0]["body"] == {"revision": 3, "deploy": True}
 
 
+@pytest.mark.procs
 def test_logs_follow_until_the_job_ends(stub):
     job_sequence(stub, "failed")
     code, out, err = run("logs", "12", "--follow")
@@ -350,6 +367,7 @@ def test_logs_follow_until_the_job_ends(stub):
     assert "failed" in err
 
 
+@pytest.mark.procs
 def test_jobs_of_a_deployment(stub):
     with_deployment(stub)
     stub.on("GET", "/api/jobs/", (200, page([job("successful")])))
@@ -376,6 +394,7 @@ def test_jobs_of_a_deployment(stub):
     (403, {"detail": "Your role does not allow this."}, "pdcp: permission denied: Your role does not allow this.\n"),
     (500, "<html>Server Error</html>", "pdcp: server error 500 on POST /api/deployments/: <html>Server Error</html>\n"),
 ])
+@pytest.mark.procs
 def test_server_errors_are_clear_lines(stub, tmp_path, status, body, expected):
     stub.on("GET", "/api/clusters/", (200, page([{"id": 1, "name": "reference"}])))
     stub.on("POST", "/api/deployments/", (status, body))
@@ -385,6 +404,7 @@ def test_server_errors_are_clear_lines(stub, tmp_path, status, body, expected):
     assert (code, err) == (3, expected)
 
 
+@pytest.mark.procs
 def test_401_says_to_log_in(stub):
     stub.on("GET", "/api/clusters/", (401, {"detail": "Invalid token."}))
     code, _, err = run("clusters")
@@ -421,6 +441,7 @@ def test_messages_of_each_error_shape():
 
 # --- config and login ---------------------------------------------------------------------------------------
 
+@pytest.mark.procs
 def test_login_writes_a_private_config_that_later_commands_use(stub, monkeypatch, tmp_path):
     monkeypatch.delenv("PDCP_URL")
     monkeypatch.delenv("PDCP_TOKEN")
@@ -441,6 +462,7 @@ def test_login_writes_a_private_config_that_later_commands_use(stub, monkeypatch
     assert stub.sent("GET", "/api/me/")[0]["headers"]["Authorization"] == "Token fresh"
 
 
+@pytest.mark.procs
 def test_a_wrong_password_at_login_says_so_not_to_log_in(stub, monkeypatch, tmp_path):
     monkeypatch.delenv("PDCP_URL")
     monkeypatch.delenv("PDCP_TOKEN")
@@ -453,6 +475,7 @@ def test_a_wrong_password_at_login_says_so_not_to_log_in(stub, monkeypatch, tmp_
     assert not (tmp_path / "pdcp.toml").exists()
 
 
+@pytest.mark.procs
 def test_a_config_others_can_read_is_refused(stub, monkeypatch, tmp_path):
     monkeypatch.delenv("PDCP_TOKEN")
     path = tmp_path / "config.toml"
@@ -462,6 +485,7 @@ def test_a_config_others_can_read_is_refused(stub, monkeypatch, tmp_path):
     assert code == 3 and err == f"pdcp: {path} holds a token but is mode 0644: run `chmod 600 {path}`\n"
 
 
+@pytest.mark.procs
 def test_the_environment_wins_over_the_file(stub, monkeypatch, tmp_path):
     path = tmp_path / "config.toml"
     path.write_text('url = "http://127.0.0.1:9"\ntoken = "from-file"\n')
@@ -472,6 +496,7 @@ def test_the_environment_wins_over_the_file(stub, monkeypatch, tmp_path):
     assert stub.sent("GET", "/api/me/")[0]["headers"]["Authorization"] == "Token from-file"
 
 
+@pytest.mark.procs
 def test_a_wrong_password_is_the_servers_message(stub, monkeypatch):
     stub.on("POST", "/api/auth/token/", (400, {"non_field_errors": ["Unable to log in with provided credentials."]}))
     monkeypatch.setattr(sys, "stdin", io.StringIO("nope\n"))
@@ -481,6 +506,7 @@ def test_a_wrong_password_is_the_servers_message(stub, monkeypatch):
 
 # --- packaging ----------------------------------------------------------------------------------------------
 
+@pytest.mark.procs
 def test_the_client_imports_no_django_and_is_installed():
     probe = ("import sys, pdcpcli.main, pdcpcli.commands; "
              "bad = sorted(m for m in sys.modules if m.split('.')[0] in "

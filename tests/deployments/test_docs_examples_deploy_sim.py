@@ -24,7 +24,8 @@ from tests.deployments.simdeploy import (
 )
 from tests.telemetry.spanning_sim import PREFIX, complete
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 FIRST = 228
 sim = cluster_fixture(FIRST)
 SIM_ONLY_MMC_KEYS = {"simcluster.ring", "simcluster.replicas"}  # the memcached ring standing in for MemCache

@@ -109,6 +109,7 @@ def private_dir():
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.mark.procs
 def test_hostile_lines_really_run_as_rendered(fixed_data, nodes, tmp_path, private_dir):
     """Run every sim line under sh with fake vllm/memcached/mooncake_master/pdproxy that dump argv and env."""
     bin_dir, dumps = tmp_path / "bin", tmp_path / "dumps"

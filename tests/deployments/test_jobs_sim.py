@@ -25,7 +25,8 @@ from tests.deployments.simdeploy import (
     topology_yaml,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240), pytest.mark.usefixtures("no_celery")]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(240), pytest.mark.usefixtures("no_celery")]
 
 
 @pytest.fixture(scope="module")

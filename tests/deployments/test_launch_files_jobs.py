@@ -19,7 +19,8 @@ from simcluster.rundirs import new_run_dir
 from sshexec import LaunchFile
 from tests.deployments.simdeploy import pid_alive, pids_in, processes_mentioning, remove_run_dir
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240), pytest.mark.usefixtures("no_celery")]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(240), pytest.mark.usefixtures("no_celery")]
 
 PREFIX, FIRST = "127.0.10", 216
 NODES = ("node0", "node1", "proxy", "bench")

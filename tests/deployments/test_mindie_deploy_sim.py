@@ -16,7 +16,8 @@ import yaml
 
 from tests.deployments.simdeploy import import_inventory, new_run_dir, run_job_now, running_spec
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 FIRST = 75  # node0-node5 .75-.80, ms .81 (docs/contracts.md §2)
 REPO = Path(__file__).resolve().parents[2]
 COORDINATOR = f"http://127.0.10.{FIRST + 6}:1025"

@@ -68,6 +68,7 @@ ARGVS = [
 ]
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("argv", ARGVS, ids=lambda a: a[0])
 def test_the_command_runs_the_same_argv(argv):
     lines = command_lines(argv)
@@ -134,6 +135,7 @@ def run_exports(lines: list[str], names: list[str], before: dict[str, str | None
     return {n: (v[1:] if v.startswith("1") else None) for n, v in zip(names, out.split("\0")[:-1], strict=True)}
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("value", HOSTILE)
 def test_plain_exports_set_the_value(value):
     lines = export_lines({"PLAIN": value, "OTHER": "x"})
@@ -151,6 +153,7 @@ def test_plain_exports_set_the_value(value):
     (EnvExtend(prepend="/a", append="/b"), None, "/a:/b"),
     (EnvExtend(prepend="x", separator=" "), "y z", "x y z"),
 ])
+@pytest.mark.procs
 def test_extending_exports_keep_the_nodes_value(extend, node, expected):
     lines = export_lines({"LD_LIBRARY_PATH": extend})
     assert run_exports(lines, ["LD_LIBRARY_PATH"], {"LD_LIBRARY_PATH": node}) == {"LD_LIBRARY_PATH": expected}
@@ -178,6 +181,7 @@ def test_extending_export_is_the_value_the_start_gives():
     "\n\n",
     "ends in a backslash \\\n",
 ])
+@pytest.mark.procs
 def test_file_blocks_write_the_same_file(tmp_path, content):
     path = str(tmp_path / "it's a dir" / "mooncake.json")
     os.makedirs(os.path.dirname(path))
@@ -237,6 +241,7 @@ def test_process_text_is_files_then_exports_then_the_command():
     assert json.loads(json.dumps(data)) == data
 
 
+@pytest.mark.procs
 def test_process_text_runs_as_written(tmp_path):
     """The whole docs-form block in sh: the file appears, the environment and argv reach the program."""
     launch = dataclasses.replace(
@@ -264,6 +269,7 @@ def test_plan_text_has_the_docs_form_and_the_exact_line_of_every_process():
     assert text.startswith("# launch profile: vllm-ascend; 3 processes in 2 stages\n\n## stage 1: kv_pool\n")
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("profile", ["vllm-ascend", "sim"])
 def test_every_reference_process_reads_back_to_its_argv(fixed_spec, nodes, profile):
     plan = build_plan(dataclasses.replace(fixed_spec, launch_profile=profile), nodes)

@@ -17,7 +17,8 @@ from tests.deployments.simdeploy import (
     topology_yaml,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 FIRST = 90
 
 

@@ -32,6 +32,7 @@ def run_job_of(job):
     return Job.objects.get(pk=job.pk)
 
 
+@pytest.mark.procs
 def test_refresh_makes_the_rows_say_what_the_nodes_run(inventory, make_user, run_dir):
     from apps.deployments.models import Process
     from apps.deployments.services import (

@@ -20,6 +20,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 E2E_REDIS_DB = os.environ.get("PDCP_E2E_REDIS_DB", "14")  # one e2e run per database at a time
 E2E_REDIS = f"redis://127.0.0.1:6379/{E2E_REDIS_DB}"
+SIM_FIRST = 183  # the reference cluster of these tests: node0 .183 ... bench .188
 SPEC = {
     "name": "e2e",
     "nodes": [
@@ -136,10 +137,11 @@ def live_stack(transactional_db, tmp_path, settings):
 
 @pytest.fixture(scope="module")
 def sim():
-    """The deployment tests' simulated cluster (tests/deployments/simdeploy.py), one per module."""
+    """The deployment tests' simulated cluster (tests/deployments/simdeploy.py), one per module, on this suite's
+    .183-.188 (the deployment tests may run theirs on .210 at the same time)."""
     from tests.deployments.simdeploy import start_cluster, stop_cluster
 
-    state_dir, state = start_cluster()
+    state_dir, state = start_cluster(SIM_FIRST)
     try:
         yield state
     finally:

@@ -13,7 +13,7 @@ from tests.deployments.simdeploy import (
     topology_yaml,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.procs, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import pytest
 from simcluster.engine.answers import book_path, expected_correct, load_book
 from tests.deployments.simdeploy import topology_yaml
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(400)]
 BOOK = load_book(book_path("made-up-aime"))
 
 

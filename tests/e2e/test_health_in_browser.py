@@ -15,7 +15,7 @@ from tests.e2e.conftest import E2E_REDIS, ROOT, stop
 from tests.e2e.pages import logged_in_page
 from tests.telemetry.health_sim import import_inventory, start_cluster, stop_cluster, topology_yaml
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.procs, pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(420)]
 SCRAPE_INTERVAL_S = 5.0
 
 

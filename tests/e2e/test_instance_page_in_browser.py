@@ -9,7 +9,7 @@ import pytest
 
 from tests.e2e.pages import logged_in_page
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.procs, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RAW = 12  # one point every 5 s for the last minute

@@ -12,7 +12,7 @@ import pytest
 
 from tests.deployments.simdeploy import processes_mentioning, topology_yaml
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.procs, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "e2e-admin-password-123"

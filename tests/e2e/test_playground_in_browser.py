@@ -7,7 +7,8 @@ import pytest
 from tests.deployments.simdeploy import import_inventory, run_job_now, running_cluster, topology_yaml
 from tests.e2e.pages import logged_in_page
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ import yaml
 
 from tests.deployments.simdeploy import remove_run_dir, running_spec
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900), pytest.mark.usefixtures("no_celery")]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(900), pytest.mark.usefixtures("no_celery")]
 
 PREFIX, FIRST = "127.0.10", 85
 NODES = ("node0", "node1", "node2", "proxy", "bench")  # node3 left out: five addresses, .85-.89

@@ -13,6 +13,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from apps.evals.aisbench.config_writer import (
     DatasetConfig,
     EndpointConfig,
@@ -23,6 +25,8 @@ from apps.evals.aisbench.config_writer import (
 from apps.evals.aisbench.install import venv_python
 from tests.evals.test_aisbench_config_writer import HOSTILE, MMENGINE
 from tests.evals.test_aisbench_end_to_end import installed_ais_bench
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 SECRET = "s3cret-of-the-control-plane"
 # What ais_bench does with the file it is given, step by step (ais_bench/benchmark/cli/config_manager.py).

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "apps" / "evals" / "aisbench"
 
@@ -30,6 +32,7 @@ def test_every_module_imports_only_the_standard_library_and_the_package():
             assert top in sys.stdlib_module_names or module.startswith("apps.evals.aisbench"), f"{path.name}: {module}"
 
 
+@pytest.mark.procs
 def test_importing_the_package_loads_no_django():
     code = ("import sys, importlib, pkgutil, apps.evals.aisbench as p\n"
             "for m in pkgutil.iter_modules(p.__path__): importlib.import_module('apps.evals.aisbench.' + m.name)\n"

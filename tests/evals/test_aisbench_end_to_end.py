@@ -11,6 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from apps.evals.aisbench.config_writer import (
     DatasetConfig,
     EndpointConfig,
@@ -24,6 +26,8 @@ from apps.evals.aisbench.install import ais_bench_path, check_install, venv_pyth
 from apps.evals.aisbench.output_parser import judge, latest_run_dir, parse_accuracy
 from apps.evals.aisbench.progress import count_finished
 from tests.evals.mock_openai import MockOpenAI
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 AIME4 = Path(__file__).parent / "fixtures" / "accuracy_ok" / "aime4.jsonl"
 

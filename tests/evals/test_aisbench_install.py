@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from apps.evals.aisbench.install import DEFAULT_AIS_BENCH, ais_bench_path, check_install
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +41,7 @@ def test_a_file_that_is_not_executable(tmp_path):
     assert not status.ok and "is not executable; run `make aisbench`" in status.problem
 
 
+@pytest.mark.procs
 def test_a_venv_whose_import_fails(tmp_path):
     # this interpreter has no `datasets`: the probe's import fails as it does when pyarrow and numpy disagree
     script = executable(tmp_path / "ais_bench", f"#!{sys.executable}\nraise SystemExit(0)\n")
@@ -48,6 +51,7 @@ def test_a_venv_whose_import_fails(tmp_path):
     assert status.problem.endswith("; run `make aisbench`")
 
 
+@pytest.mark.procs
 def test_a_venv_python_that_cannot_run_or_hangs(tmp_path):
     status = check_install(executable(tmp_path / "ais_bench", f"#!{tmp_path}/nowhere/python\n"))
     assert not status.ok and f"cannot run {tmp_path}/nowhere/python" in status.problem
@@ -56,6 +60,7 @@ def test_a_venv_python_that_cannot_run_or_hangs(tmp_path):
     assert not status.ok and "importing it took over 0.5 s; run `make aisbench`" in status.problem
 
 
+@pytest.mark.procs
 def test_a_probe_that_passes_reports_the_version(tmp_path):
     fake = executable(tmp_path / "python", "#!/bin/sh\necho 3.1.20260630\n")
     status = check_install(executable(tmp_path / "ais_bench", f"#!{fake}\n"))
@@ -89,6 +94,7 @@ def installed_venv(home: Path, stamp: str) -> None:
     (home / "sim-tokenizer" / ".pdcp-stamp").write_text(hashlib.sha256(sources).hexdigest() + "\n")
 
 
+@pytest.mark.procs
 def test_a_current_stamp_does_nothing_fast(tmp_path):
     home = tmp_path / "venv"
     installed_venv(home, wanted_stamp())
@@ -100,6 +106,7 @@ def test_a_current_stamp_does_nothing_fast(tmp_path):
     assert (home / "keep").read_text() == "untouched" and not (tmp_path / "python-calls").exists()
 
 
+@pytest.mark.procs
 def test_changed_requirements_rebuild_and_a_failed_install_leaves_no_stamp(tmp_path):
     home = tmp_path / "venv"
     installed_venv(home, "0" * 64 + " torch==2.13.0\n")  # the stamp of other requirements

@@ -10,6 +10,8 @@ import pytest
 
 from tests.evals.mock_openai import MockOpenAI
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 
 @pytest.fixture
 def server():

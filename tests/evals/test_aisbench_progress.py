@@ -30,6 +30,7 @@ def lines(path: Path, count: int, newline_at_end: bool = True) -> None:
     path.write_text(text if newline_at_end else text.rstrip("\n"))
 
 
+@pytest.mark.procs
 def test_every_recorded_run_counts_the_same_both_ways():
     expected = {"accuracy_ok": 4, "accuracy_failed_requests": 4, "endpoint_down": 0, "perf_ok": 6,
                 "perf_all_failed": 4, "perf_no_tokenizer": 4}
@@ -38,6 +39,7 @@ def test_every_recorded_run_counts_the_same_both_ways():
         assert (count_finished(work), shell_count(work)) == (count, count), case
 
 
+@pytest.mark.procs
 def test_a_running_accuracy_task_counts_its_live_temp_file(tmp_path):
     run = tmp_path / "work" / "20261201_101500" / "predictions" / "m1"
     lines(run / "tmp" / "tmp_ab12cd34.jsonl", 7)
@@ -47,6 +49,7 @@ def test_a_running_accuracy_task_counts_its_live_temp_file(tmp_path):
     assert count_finished(tmp_path / "work") == shell_count(tmp_path / "work") == 8
 
 
+@pytest.mark.procs
 def test_a_finished_task_that_kept_its_temp_file_is_not_counted_twice(tmp_path):
     run = tmp_path / "w" / "20261201_101500"
     lines(run / "predictions" / "m1" / "tmp" / "tmp_ab12cd34.jsonl", 30)  # kept for debugging: no .db beside it
@@ -55,6 +58,7 @@ def test_a_finished_task_that_kept_its_temp_file_is_not_counted_twice(tmp_path):
     assert count_finished(tmp_path / "w") == shell_count(tmp_path / "w") == 30
 
 
+@pytest.mark.procs
 def test_perf_counts_details_with_their_failures_and_live_temp_files(tmp_path):
     run = tmp_path / "w" / "20261201_101500" / "performances"
     lines(run / "m1" / "tmp" / "tmp_11111111.jsonl", 5)
@@ -67,6 +71,7 @@ def test_perf_counts_details_with_their_failures_and_live_temp_files(tmp_path):
     assert count_finished(tmp_path / "w") == shell_count(tmp_path / "w") == 16
 
 
+@pytest.mark.procs
 def test_only_the_newest_run_folder_counts(tmp_path):
     work = tmp_path / "it's a work dir"  # the path is passed as $1, never pasted into the script
     lines(work / "20261201_101500" / "predictions" / "m" / "d.jsonl", 10)
@@ -79,6 +84,7 @@ def test_only_the_newest_run_folder_counts(tmp_path):
     assert parse_progress_output(done.stdout) == 3
 
 
+@pytest.mark.procs
 def test_before_the_run_folder_exists_the_count_is_zero(tmp_path):
     assert count_finished(tmp_path / "missing") == shell_count(tmp_path / "missing") == 0
     assert count_finished(tmp_path) == shell_count(tmp_path) == 0

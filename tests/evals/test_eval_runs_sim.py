@@ -18,7 +18,8 @@ import yaml
 from simcluster.engine.answers import book_path, expected_correct, load_book
 from tests.deployments.simdeploy import REPO, remove_run_dir
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600), pytest.mark.usefixtures("no_celery")]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(600), pytest.mark.usefixtures("no_celery")]
 
 PREFIX, FIRST = "127.0.10", 190
 ACCURACY = 0.7

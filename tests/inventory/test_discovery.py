@@ -9,7 +9,7 @@ from apps.jobs.choices import JobStatus
 from apps.jobs.models import JobEvent, JobNodeSummary
 from apps.jobs.runner import run_job
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.procs, pytest.mark.django_db]
 
 
 def discover(node, user):

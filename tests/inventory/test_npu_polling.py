@@ -13,7 +13,7 @@ from apps.jobs.choices import JobStatus
 from apps.jobs.models import Job
 from apps.jobs.runner import run_job
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.procs, pytest.mark.django_db]
 
 
 @pytest.fixture(autouse=True)

@@ -142,6 +142,7 @@ def _until(predicate, seconds: float, worker, log):
     return False
 
 
+@pytest.mark.procs
 def test_a_real_worker_registers_its_queue_and_withdraws_when_stopped(own_worker, api_client_for, settings):
     worker, log = own_worker
     ssh, evals = settings.PDCP_QUEUES["ssh"], settings.PDCP_QUEUES["evals"]

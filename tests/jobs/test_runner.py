@@ -134,6 +134,7 @@ run_job(int(sys.argv[1]))
 """
 
 
+@pytest.mark.procs
 @pytest.mark.django_db(transaction=True)
 def test_a_killed_worker_leaves_no_job_running_forever(node):
     """A real process runs the job and is SIGKILLed; the worker-start sweep marks the job failed."""

@@ -3,7 +3,11 @@
 import concurrent.futures as cf
 import json
 
+import pytest
+
 from tests.pdproxy.proxy_procs import completion, request
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 
 def test_admin_needs_the_bearer_token(cluster):

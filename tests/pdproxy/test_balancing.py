@@ -3,7 +3,11 @@
 import concurrent.futures as cf
 import time
 
+import pytest
+
 from tests.pdproxy.proxy_procs import completion
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 
 def decode_counts(ds):

@@ -3,6 +3,8 @@ them, new ones to the emptiest, load out of balance wins over the cache, and wha
 
 import concurrent.futures
 
+import pytest
+
 from pdproxy.backend_pool import HEALTHY, BackendPool
 from pdproxy.cache_aware import CacheAware, PrefixStore, chunk_hashes
 from tests.pdproxy.proxy_procs import completion
@@ -52,6 +54,7 @@ def test_repeated_prefixes_stick_new_ones_spread_and_imbalance_overrides():
     assert policy.pick(DOCS["alpha"] + " after", set()) is alpha  # its cache wins again
 
 
+@pytest.mark.procs
 def test_the_proxy_keeps_each_document_on_one_prefill_and_spreads_the_documents(cluster):
     ps = [cluster.backend(f"p{i}") for i in range(3)]
     d = cluster.backend("d1")
@@ -70,6 +73,7 @@ def test_the_proxy_keeps_each_document_on_one_prefill_and_spreads_the_documents(
     assert proxy.metric("pdproxy_cache_aware_held_chars", role="prefill", backend=ps[0].addr) > 1000
 
 
+@pytest.mark.procs
 def test_a_loaded_instance_sheds_its_documents_requests_to_the_others(cluster):
     ps = [cluster.backend(f"p{i}") for i in range(2)]
     d = cluster.backend("d1")

@@ -8,7 +8,11 @@ import signal
 import threading
 import time
 
+import pytest
+
 from tests.pdproxy.proxy_procs import sse_events
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 
 def test_2p2d_survives_losing_one_p_and_one_d_under_load(cluster):

@@ -2,7 +2,11 @@
 
 import json
 
+import pytest
+
 from tests.pdproxy.proxy_procs import completion, request, sse_events
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 
 def test_non_streaming_completion_goes_prefill_then_decode_with_kv_params(cluster):

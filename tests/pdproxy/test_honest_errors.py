@@ -9,6 +9,8 @@ import pytest
 
 from tests.pdproxy.proxy_procs import completion, sse_events, wait_until
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 # (fault, its arguments, the proxy's extra flags, requests that make it eject a Decode with a healthy peer)
 FAULTS = {
     "timeout": ("hang", {}, ["--first-byte-timeout", "0.3"], 1),

@@ -7,7 +7,11 @@ import json
 import socket
 import time
 
+import pytest
+
 from tests.pdproxy.proxy_procs import completion, request, sse_events, wait_until
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 
 def inflight(proxy) -> dict:

@@ -106,6 +106,7 @@ def kv_proxy(cluster, ps, d, tokenizer, specs=None):
     return proxy
 
 
+@pytest.mark.procs
 def test_a_prompt_goes_where_the_events_say_its_blocks_are(cluster, tokenizer):
     ps = [engine(cluster) for _ in range(3)]
     d = engine(cluster, "decode", events=False)
@@ -133,6 +134,7 @@ def test_a_prompt_goes_where_the_events_say_its_blocks_are(cluster, tokenizer):
     assert wait_until(lambda: kv_blocks(proxy)[holder.addr] == 0, timeout=5), kv_blocks(proxy)
 
 
+@pytest.mark.procs
 def test_chat_prompts_are_rendered_with_the_chat_template(cluster, tokenizer):
     ps = [engine(cluster) for _ in range(2)]
     d = engine(cluster, "decode", events=False)
@@ -146,6 +148,7 @@ def test_chat_prompts_are_rendered_with_the_chat_template(cluster, tokenizer):
     assert status == 200 and headers["x-pd-prefill"] == ps[1].addr and picks(proxy, "kv_events") == 1
 
 
+@pytest.mark.procs
 def test_a_sequence_gap_is_replayed_or_resyncs_the_view(cluster, tokenizer, tmp_path):
     replaying = engine(cluster, node_dir=tmp_path)
     resyncing = engine(cluster, replay=False, node_dir=tmp_path)
@@ -172,6 +175,7 @@ def test_a_sequence_gap_is_replayed_or_resyncs_the_view(cluster, tokenizer, tmp_
         kv_blocks(proxy)
 
 
+@pytest.mark.procs
 def test_a_dead_publisher_falls_back_to_the_approximate_view(cluster, tokenizer):
     ps = [engine(cluster) for _ in range(2)]
     d = engine(cluster, "decode", events=False)
@@ -203,6 +207,7 @@ def test_a_dead_publisher_falls_back_to_the_approximate_view(cluster, tokenizer)
     (["--kv-events", "tcp://{host}:5557"], "needs tokenizer"),
     (["--kv-events", "tcp://{host}:5557", "--tokenizer", "TOK", "--policy", "least_conn"], "read by the cache_aware policy only"),
 ])
+@pytest.mark.procs
 def test_kv_events_flags_are_checked_before_start(argv, message, tokenizer):
     from pdproxy.cli import config_from_args
     from pdproxy.config import ConfigError
@@ -214,6 +219,7 @@ def test_kv_events_flags_are_checked_before_start(argv, message, tokenizer):
         config_from_args(["--prefill", "127.0.0.1:7100", "--decode", "127.0.0.1:7200", *argv])
 
 
+@pytest.mark.procs
 def test_a_template_and_an_instance_entry_name_each_instance_its_endpoints(tokenizer):
     from pdproxy.kv_index import ExactView
 

@@ -14,6 +14,8 @@ import pytest
 from simcluster import nodestate
 from tests.pdproxy.proxy_procs import PY, ROOT, request, sse_events, wait_until
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 LAYERWISE = "MooncakeLayerwiseConnector"
 
 

@@ -2,7 +2,11 @@
 
 import json
 
+import pytest
+
 from tests.pdproxy.proxy_procs import completion
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 
 def test_global_rate_limit_answers_429_with_retry_after(cluster):

@@ -95,6 +95,7 @@ def fakes(cluster, *args):
     return p, d, layerwise_proxy(cluster, [p], [d], *args)
 
 
+@pytest.mark.procs
 def test_a_client_cannot_post_params_for_its_own_request(cluster):
     """The exact forgery: a client sends a request under an X-Request-Id it chose and, while it waits, posts params
     naming its own host for that request's id to /v1/metaserver (as the Decodes were told to) and to a guessed
@@ -129,6 +130,7 @@ FORGERIES = {
 }
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("workers", ["1", "2"])
 @pytest.mark.parametrize("forgery", FORGERIES)
 def test_a_call_with_the_right_url_is_refused_unless_it_is_the_decodes_own(cluster, forgery, workers):
@@ -164,6 +166,7 @@ def test_a_call_with_the_right_url_is_refused_unless_it_is_the_decodes_own(clust
     assert prefill_hosts(p) == ["127.0.0.1"]
 
 
+@pytest.mark.procs
 def test_a_refused_call_leaves_the_request_to_time_out_without_showing_the_token(cluster):
     """The Decode never calls: the client's 504 says a call was refused, and neither it nor anything else the client
     is sent holds the token; once the request ended its URL is dead, even for the Decode."""
@@ -186,6 +189,7 @@ def test_a_refused_call_leaves_the_request_to_time_out_without_showing_the_token
     assert prefill_hosts(p) == []
 
 
+@pytest.mark.procs
 def test_decode_hosts_lets_a_decodes_other_nodes_call(cluster):
     """--decode-hosts: a Decode whose DP ranks run on other nodes calls from them and names them; a call from one of
     them is taken, and its remote_host goes to the Prefill. Any other address still is not."""
@@ -205,6 +209,7 @@ def test_decode_hosts_lets_a_decodes_other_nodes_call(cluster):
 SEND = re.compile(r"Send request: (\S+) to proxy metaserver: (\S+)")
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_the_simulated_engines_still_serve_every_kind_of_request(cluster, tmp_path, workers):
     """The real flow with the token: chat and completion, streamed and whole, with one and two workers. Each Decode

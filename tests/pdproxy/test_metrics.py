@@ -4,7 +4,11 @@ import concurrent.futures as cf
 import json
 import socket
 
+import pytest
+
 from tests.pdproxy.proxy_procs import completion, wait_until
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 
 def test_edge_counters_add_up_to_requests_sent(cluster):

@@ -2,7 +2,11 @@
 
 import json
 
+import pytest
+
 from tests.pdproxy.proxy_procs import completion, sse_events
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 
 def test_stream_recomputed_continues_on_a_new_pd_pair(cluster):

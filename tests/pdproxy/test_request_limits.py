@@ -4,7 +4,11 @@ import json
 import socket
 import time
 
+import pytest
+
 from tests.pdproxy.proxy_procs import completion
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 MIB = 1 << 20
 

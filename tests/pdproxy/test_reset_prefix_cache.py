@@ -5,7 +5,11 @@ an instance that does not serve it (no VLLM_SERVER_DEV_MODE) or cannot be reache
 import json
 import re
 
+import pytest
+
 from tests.pdproxy.proxy_procs import completion, request
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 PROMPT = "the same long prompt " * 200  # about 800 tokens: several full 128-token blocks
 

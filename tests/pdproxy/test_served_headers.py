@@ -2,7 +2,11 @@
 
 import json
 
+import pytest
+
 from tests.pdproxy.proxy_procs import completion, sse_events
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 
 def served_by(*backends) -> list[str]:

@@ -9,6 +9,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.pdproxy.proxy_procs import completion, request, wait_until
 
 
@@ -41,6 +43,7 @@ def per_worker(proxy) -> dict[str, float]:
     return out
 
 
+@pytest.mark.procs
 def test_two_workers_serve_one_port_and_metrics_sum_over_them(cluster):
     p, d = cluster.backend("p0"), cluster.backend("d0")
     proxy = cluster.proxy([p], [d], "--workers", "2")
@@ -58,6 +61,7 @@ def test_two_workers_serve_one_port_and_metrics_sum_over_them(cluster):
     assert status == 200 and listing["prefill"][0]["requests"] == 40
 
 
+@pytest.mark.procs
 def test_one_workers_5xx_ejects_the_instance_for_every_worker(cluster):
     bad, good, d = cluster.backend("p-bad"), cluster.backend("p-good"), cluster.backend("d0")
     proxy = cluster.proxy([bad, good], [d], "--workers", "2", "--policy", "round_robin", "--eject-after-5xx", "1",
@@ -71,6 +75,7 @@ def test_one_workers_5xx_ejects_the_instance_for_every_worker(cluster):
     assert all(n > 0 for n in per_worker(proxy).values())
 
 
+@pytest.mark.procs
 def test_admin_drain_and_add_reach_every_worker_before_the_answer(cluster):
     p0, p1, d = cluster.backend("p0"), cluster.backend("p1"), cluster.backend("d0")
     proxy = cluster.proxy([p0, p1], [d], "--workers", "2", "--policy", "round_robin")
@@ -91,6 +96,7 @@ def test_admin_drain_and_add_reach_every_worker_before_the_answer(cluster):
     assert p2.stats()["counts"]["prefill"] == took
 
 
+@pytest.mark.procs
 def test_the_rate_limit_is_global_across_workers(cluster):
     p, d = cluster.backend("p0"), cluster.backend("d0")
     proxy = cluster.proxy([p], [d], "--workers", "2", "--rate-limit", "2", "--rate-burst", "6")
@@ -105,6 +111,7 @@ def test_the_rate_limit_is_global_across_workers(cluster):
     assert proxy.metric("pdproxy_rate_limited_total", scope="global") == 30 - admitted
 
 
+@pytest.mark.procs
 def test_a_dead_worker_is_started_again_and_its_counts_are_kept(cluster):
     p, d = cluster.backend("p0"), cluster.backend("d0")
     proxy = cluster.proxy([p], [d], "--workers", "2")
@@ -120,6 +127,7 @@ def test_a_dead_worker_is_started_again_and_its_counts_are_kept(cluster):
     assert proxy.metric("pdproxy_requests_total") == 20
 
 
+@pytest.mark.procs
 def test_stopping_the_supervisor_stops_every_worker(cluster):
     p, d = cluster.backend("p0"), cluster.backend("d0")
     proxy = cluster.proxy([p], [d], "--workers", "2")
@@ -129,6 +137,7 @@ def test_stopping_the_supervisor_stops_every_worker(cluster):
     assert wait_until(lambda: not any(alive(w) for w in workers), timeout=10)
 
 
+@pytest.mark.procs
 def test_workers_end_when_the_supervisor_is_killed(cluster):
     p, d = cluster.backend("p0"), cluster.backend("d0")
     proxy = cluster.proxy([p], [d], "--workers", "2")
@@ -142,6 +151,7 @@ def test_workers_end_when_the_supervisor_is_killed(cluster):
     assert status is None  # nobody listens any more
 
 
+@pytest.mark.procs
 def test_admin_listener_of_its_own_is_served_by_the_supervisor(cluster):
     p, d = cluster.backend("p0"), cluster.backend("d0")
     proxy = cluster.proxy([p], [d], "--workers", "2", "--admin-host", "127.0.0.1", "--admin-port", "0")
@@ -154,6 +164,7 @@ def test_admin_listener_of_its_own_is_served_by_the_supervisor(cluster):
     assert request("GET", proxy.url + "/admin/instances", headers={"Authorization": "Bearer s3cret"})[0] == 404
 
 
+@pytest.mark.procs
 def test_bad_worker_counts_are_refused_by_name(cluster):
     import subprocess
     import sys
@@ -164,6 +175,7 @@ def test_bad_worker_counts_are_refused_by_name(cluster):
         assert out.returncode == 2 and "workers" in out.stderr, (bad, out.stderr)
 
 
+@pytest.mark.procs
 def test_cache_aware_workers_share_one_view_of_the_caches(cluster):
     docs = {name: f"[{name}] " + f"the {name} document says something long " * 40
             for name in ("alpha", "beta", "gamma", "delta", "epsilon", "zeta")}

@@ -19,6 +19,8 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.waiting import wait_until  # noqa: F401  (re-exported)
+
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_SERVER = "/usr/bin/redis-server"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -40,14 +42,6 @@ def port_open(port: int) -> bool:
         return False
 
 
-def wait_until(predicate, timeout: float = 20.0, what: str = "condition", tick: float = 0.05):
-    """predicate()'s value once it is true; AssertionError after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(tick)
-    return value
 
 
 def wait_ready(what: str, ready, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:

@@ -24,7 +24,8 @@ from tests.reliability.lost_jobs import (
 )
 from tests.reliability.node_truth import running_on_nodes
 
-pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.reliability, pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 sim, inventory, cp, operator = lost_jobs.sim, lost_jobs.inventory, lost_jobs.cp, lost_jobs.operator  # fixtures
 
 

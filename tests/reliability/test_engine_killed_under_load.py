@@ -31,7 +31,7 @@ from apps.telemetry.services import scrape_deployment
 from apps.telemetry.topology_snapshot import topology_snapshot
 from tests.reliability.engine_load import ROOT, Load, Procs, counts, http_request, misanswered, proxy_metric
 
-pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.procs, pytest.mark.django_db, pytest.mark.timeout(120)]
 
 PREFILL_HOSTS, DECODE_HOSTS, PROXY_HOST = ("127.0.10.15", "127.0.10.16"), ("127.0.10.17", "127.0.10.18"), "127.0.10.19"
 REFERENCE_NODES = (("node0", 16), ("node1", 16), ("node2", 16), ("node3", 16), ("proxy", 0), ("bench", 0))

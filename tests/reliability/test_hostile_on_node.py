@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 
 FIRST = 10  # node0 .10, node1 .11, (node2 .12, node3 .13 dropped), proxy .14, (bench .15 dropped)
 DROPPED = ("node2", "node3", "bench")

@@ -39,6 +39,8 @@ from tests.reliability.kv_store_procs import (
     write_mooncake_json,
 )
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 MC_HOSTS = ("127.0.10.40", "127.0.10.41", "127.0.10.42")
 SVC, PROXY_HOST, P_HOST, D_HOST = "127.0.10.40", "127.0.10.42", "127.0.10.43", "127.0.10.44"
 BLOCKS = 4  # full blocks per prompt

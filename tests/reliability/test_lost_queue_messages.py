@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from tests.reliability.stack_procs import RedisServer, this_process_on
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.procs, pytest.mark.django_db]
 
 
 def messages_for(redis_url: str, job_id: int) -> int:

@@ -17,7 +17,7 @@ import requests
 
 from tests.reliability.stack_procs import RedisServer, stack_env, start_daphne, stop
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.procs, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 REQUEST_TIMEOUT_S = 15
 DROP_SECONDS = 3.0  # every connection terminated, again every DROP_EVERY_S, for this long

@@ -11,7 +11,7 @@ import pytest
 
 from tests.reliability.engine_load import Load, Procs, counts, misanswered, percentile, proxy_metric
 
-pytestmark = [pytest.mark.reliability, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.procs, pytest.mark.reliability, pytest.mark.timeout(240)]
 
 PREFILL_HOSTS, DECODE_HOSTS, PROXY_HOST = ("127.0.10.20", "127.0.10.21"), ("127.0.10.22", "127.0.10.23"), "127.0.10.24"
 CLIENTS = 32

@@ -19,7 +19,8 @@ from tests.deployments.simdeploy import cluster_fixture, processes_mentioning, t
 from tests.e2e.pages import logged_in_page
 from tests.reliability.stack_procs import RedisServer, live_stack, wait_until
 
-pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True), pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.reliability, pytest.mark.django_db(transaction=True), pytest.mark.timeout(400)]
 
 FIRST = 25  # node0 .25 ... proxy .29 (no bench node)
 PASSWORD = "reliability-password-123"

@@ -13,7 +13,7 @@ from tests.reliability.api_dataset import Sizes, build_dataset
 from tests.reliability.http_load import sustained_get
 from tests.reliability.stack_procs import ConnectionPeak, cpu_seconds, stack_env, start_daphne, stop
 
-pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.procs, pytest.mark.reliability, pytest.mark.django_db(transaction=True)]
 
 CLIENTS = 16
 SECONDS = 8.0

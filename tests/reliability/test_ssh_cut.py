@@ -25,7 +25,8 @@ from tests.deployments.simdeploy import (
 )
 from tests.reliability.stack_procs import wait_until
 
-pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300),
+pytestmark = [pytest.mark.procs,
+              pytest.mark.reliability, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300),
               pytest.mark.usefixtures("no_celery")]
 
 FIRST = 25  # node0 .25, node1 .26, node2 .27, node3 .28, proxy .29 (no bench node)

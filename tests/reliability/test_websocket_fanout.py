@@ -16,7 +16,7 @@ from tests.deployments.simdeploy import cluster_fixture
 from tests.reliability.page_clients import PageClient
 from tests.reliability.stack_procs import cpu_seconds, stack_env, start_daphne, start_worker, stop
 
-pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.procs, pytest.mark.reliability, pytest.mark.django_db(transaction=True)]
 
 FIRST_ADDRESS = 45  # node0 .45 ... proxy .49; the reference spec's sixth node (bench, .50) is left out
 TABS = 200

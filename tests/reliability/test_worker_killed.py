@@ -24,7 +24,8 @@ from tests.reliability.lost_jobs import (
 )
 from tests.reliability.node_truth import instances_per_process, rows_against_nodes
 
-pytestmark = [pytest.mark.reliability, pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.reliability, pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 SWEEP_S = HEARTBEAT_TIMEOUT_S / 2  # sweep_seconds() of apps/jobs/sweeper.py
 sim, inventory, cp, operator = lost_jobs.sim, lost_jobs.inventory, lost_jobs.cp, lost_jobs.operator  # fixtures
 COMMAND = 'make reliability PYTEST_ARGS="-k \'test_worker_killed and {}\'"'

@@ -35,6 +35,7 @@ def manage_check(tmp_path, secrets_key: str):
                           timeout=120)
 
 
+@pytest.mark.procs
 def test_a_malformed_key_stops_start_up_naming_the_setting_but_not_the_key(tmp_path):
     bad = "not-a-fernet-key-0123456789"
     result = manage_check(tmp_path, bad)
@@ -47,6 +48,7 @@ def test_a_malformed_key_stops_start_up_naming_the_setting_but_not_the_key(tmp_p
     assert bad not in result.stderr and good not in result.stderr
 
 
+@pytest.mark.procs
 def test_several_keys_pass_start_up(tmp_path):
     keys = f"{Fernet.generate_key().decode()}, {Fernet.generate_key().decode()}"
     result = manage_check(tmp_path, keys)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import paramiko
 
+from tests.waiting import wait_until  # noqa: F401  (re-exported)
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -79,12 +81,6 @@ def metric(url, name, **labels):
     return total
 
 
-def wait_until(predicate, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s")
-        time.sleep(0.05)
 
 
 def start_mooncake_master(spawn, host, log_dir):

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from simcluster import shims
 from simcluster.runtime import NodeRuntime
 
@@ -16,6 +18,7 @@ def run_shim(bin_dir, *args):
                           env={"PATH": "/usr/bin:/bin"})
 
 
+@pytest.mark.procs
 def test_the_shim_execs_the_aisbench_named_at_up_time(tmp_path, monkeypatch):
     fake = tmp_path / "venv" / "bin" / "ais_bench"
     fake.parent.mkdir(parents=True)
@@ -29,6 +32,7 @@ def test_the_shim_execs_the_aisbench_named_at_up_time(tmp_path, monkeypatch):
     assert done.stdout == "fake ais_bench 5 args: --models vllm_api_general_chat --mode all a b\npythonpath=unset\n"
 
 
+@pytest.mark.procs
 def test_a_missing_aisbench_exits_127_with_a_message(tmp_path, monkeypatch):
     missing = tmp_path / "nowhere" / "ais_bench"
     monkeypatch.setenv("PDCP_AISBENCH", str(missing))

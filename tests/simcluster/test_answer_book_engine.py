@@ -15,6 +15,8 @@ from simcluster import nodestate
 from simcluster.engine import answers, textgen
 from tests.simcluster.simtest_helpers import free_port, sim_env, wait_http
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 P_HOST, D_HOST, PROXY_HOST, LOCAL_HOST = "127.0.10.130", "127.0.10.131", "127.0.10.132", "127.0.10.133"
 EXTRA = {"prefill": {"dp_size": 1, "tp_size": 1}, "decode": {"dp_size": 1, "tp_size": 1}}
 BOOK = answers.load_book(answers.book_path("made-up-aime"))

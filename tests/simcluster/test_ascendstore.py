@@ -3,6 +3,8 @@ backend's stand-in: tests/simcluster/test_pool_connectors.py.)"""
 
 import time
 
+import pytest
+
 from simcluster.ascendstore import AscendStore
 from tests.simcluster.simtest_helpers import free_port
 
@@ -20,6 +22,7 @@ def start_memcached(spawn, tmp, n=3):
     return servers
 
 
+@pytest.mark.procs
 def test_losing_one_server_loses_no_block(spawn, state_root):
     servers = start_memcached(spawn, state_root)
     store = AscendStore([s for s, _ in servers], replicas=3)

@@ -3,9 +3,13 @@
 
 import time
 
+import pytest
+
 from simcluster import cluster
 from simcluster.sshnode import pid_alive
 from tests.simcluster.simtest_helpers import ssh_connect, ssh_run
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 
 def test_down_stops_processes_started_over_ssh_outside_the_node_dir(state_root):

@@ -18,6 +18,8 @@ import zmq
 from simcluster.engine import textgen
 from tests.simcluster.simtest_helpers import free_port, post, sim_env, wait_http
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 HOST = "127.0.10.126"
 BS = 128  # the simulator's block size (vllm-ascend's)
 

@@ -17,6 +17,8 @@ import pytest
 from simcluster import nodestate, profiles
 from tests.simcluster.simtest_helpers import free_port, metric, sim_env, wait_http
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 P_HOST, D_HOST, META_HOST = "127.0.10.112", "127.0.10.113", "127.0.10.114"
 EXTRA = {"prefill": {"dp_size": 1, "tp_size": 2}, "decode": {"dp_size": 1, "tp_size": 1}}
 PROMPT = " ".join(f"w{i}" for i in range(300))  # 2 full blocks + a tail

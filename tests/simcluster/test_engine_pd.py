@@ -11,6 +11,8 @@ import pytest
 from simcluster import nodestate, profiles
 from tests.simcluster.simtest_helpers import free_port, sim_env, wait_http
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 P_HOST, D_HOST = "127.0.10.110", "127.0.10.111"
 EXTRA = {"prefill": {"dp_size": 1, "tp_size": 2}, "decode": {"dp_size": 1, "tp_size": 1}}
 PROMPT = " ".join(f"w{i}" for i in range(300))  # 300 tokens = 2 full blocks + a tail

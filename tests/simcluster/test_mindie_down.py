@@ -6,10 +6,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 from simcluster import cluster, rundirs
 from simcluster.sshnode import pid_alive
 from tests.simcluster.mindie_helpers import deploy, pods, put_config, user_config, wait_ready
 from tests.simcluster.simtest_helpers import ssh_connect, ssh_run
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 SPEC = {"name": "mindie-down", "nodes": [
     {"name": "ctl", "address": "127.0.10.68", "hardware": "", "role": "proxy", "ssh_port": 22, "labels": {}},

@@ -29,6 +29,8 @@ from tests.simcluster.mindie_helpers import (
 )
 from tests.simcluster.simtest_helpers import metric, post, ssh_connect, ssh_run
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 CTL, A3N0, A3N1 = "127.0.10.65", "127.0.10.66", "127.0.10.67"
 SPEC = {"name": "mindie-t", "nodes": [
     {"name": "ctl", "address": CTL, "hardware": "", "role": "proxy", "ssh_port": 22, "labels": {}},

@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from simcluster import nodestate, npusmi
 from tests.simcluster.simtest_helpers import sim_env
 
@@ -33,6 +35,7 @@ def run_smi(node_dir, *args):
     return out.stdout
 
 
+@pytest.mark.procs
 def test_engine_dies_hbm_processes_and_alarm_show_up(state_root):
     nodestate.write_json(state_root / "node.json", {"name": "n", "hardware": "A3"})
     (state_root / "engines").mkdir()
@@ -58,6 +61,7 @@ def test_engine_dies_hbm_processes_and_alarm_show_up(state_root):
     assert mapping[3].split() == ["0", "2", "-", "-", "Mcu"]
 
 
+@pytest.mark.procs
 def test_910b_has_one_die_per_npu(state_root):
     nodestate.write_json(state_root / "node.json", {"name": "n", "hardware": "910B"})
     text = run_smi(state_root, "info")

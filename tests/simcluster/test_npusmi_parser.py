@@ -9,6 +9,8 @@ import pytest
 from simcluster import nodestate
 from tests.simcluster.simtest_helpers import sim_env
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 parser = pytest.importorskip("apps.inventory.npu_smi")
 
 

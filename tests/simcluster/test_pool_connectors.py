@@ -153,9 +153,12 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("config,env,code,message", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_a_bad_connector_config_stops_the_engine_with_the_real_message(tmp_path, config, env, code, message):
-    rc, stderr = run_engine(config, tmp_path, env(tmp_path) if env else None)
+def test_a_bad_connector_config_stops_the_engine_with_the_real_message(state_root, config, env, code, message):
+    # state_root, not tmp_path: a lookup socket's path must fit a Unix socket's 107 bytes, and tmp_path under
+    # xdist (/tmp/pytest-of-root/pytest-N/popen-gw0/test_…) uses most of them.
+    rc, stderr = run_engine(config, state_root, env(state_root) if env else None)
     assert rc == code and message in stderr, stderr[-2000:]
 
 
@@ -201,6 +204,7 @@ def test_mmc_local_conf_names_the_ring_or_falls_back_to_the_meta_service(tmp_pat
 
 # -- the Mooncake pool ------------------------------------------------------------------------------------
 
+@pytest.mark.procs
 def test_prefill_and_decode_share_the_mooncake_pool_their_mooncake_json_names(spawn, state_root):
     master, master_metrics = start_mooncake_master(spawn, SVC, state_root)
     config = write_mooncake_json(state_root / "mooncake.json", master)
@@ -248,6 +252,7 @@ def test_prefill_and_decode_share_the_mooncake_pool_their_mooncake_json_names(sp
     assert metric(master_metrics, "master_key_count") == 2 * BLOCKS
 
 
+@pytest.mark.procs
 def test_an_engine_starts_about_as_fast_with_the_pool(spawn, state_root):
     """Measured, not modelled: the store client's start is the only extra cost."""
     master, _metrics = start_mooncake_master(spawn, SVC, state_root)
@@ -308,6 +313,7 @@ def mmc_local_conf(path, servers, replicas=None):
     return str(path)
 
 
+@pytest.mark.procs
 def test_prefills_share_the_memcache_pool_of_their_mmc_local_conf(spawn, state_root):
     servers = start_memcached(spawn, state_root)
     conf = mmc_local_conf(state_root / "mmc-local.conf", servers, replicas=3)  # capped at the ring's 2 servers
@@ -329,6 +335,7 @@ def test_prefills_share_the_memcache_pool_of_their_mmc_local_conf(spawn, state_r
     assert metric(p1, "vllm:external_prefix_cache_hits_total") == 0
 
 
+@pytest.mark.procs
 def test_without_pythonhashseed_no_engine_finds_another_ones_blocks(spawn, state_root):
     """vLLM seeds its block hashes from PYTHONHASHSEED, or at random per process: the pool then never matches."""
     servers = start_memcached(spawn, state_root)
@@ -347,6 +354,7 @@ def test_without_pythonhashseed_no_engine_finds_another_ones_blocks(spawn, state
     assert "PYTHONHASHSEED is not set" in logs
 
 
+@pytest.mark.procs
 def test_two_instances_on_a_node_with_one_lookup_rpc_port_collide(spawn, state_root):
     servers = start_memcached(spawn, state_root, n=1)
     env = {"MMC_LOCAL_CONFIG_PATH": mmc_local_conf(state_root / "mmc-local.conf", servers)}
@@ -362,6 +370,7 @@ def test_two_instances_on_a_node_with_one_lookup_rpc_port_collide(spawn, state_r
     assert (node / "lookup_rpc_port_7_dp_rank0").is_socket() and (node / "lookup_rpc_port_8_dp_rank0").is_socket()
 
 
+@pytest.mark.procs
 def test_a_pool_load_failure_fails_the_request_or_recomputes_as_the_policy_says(spawn, state_root):
     """A block the pool reports but cannot deliver (its memcached lost it between lookup and load is played by
     corrupting it): `fail` answers 500 with finished_reason error, `recompute` computes from that block on."""

@@ -27,6 +27,8 @@ from tests.simcluster.simtest_helpers import (
 )
 from tests.simcluster.test_pool_connectors import engine_env, start_engine
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 SVC, P_HOSTS, D_HOST, PROXY_HOST = "127.0.10.135", ("127.0.10.146", "127.0.10.147"), "127.0.10.148", "127.0.10.149"
 BLOCKS = 8
 N_TOKENS = BLOCKS * profiles.BLOCK_SIZE + 20

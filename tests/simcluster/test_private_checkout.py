@@ -20,6 +20,8 @@ from simcluster.cluster import _port_open
 from simcluster.sshnode import LOGIN_USER, ensure_login_user, pid_alive
 from tests.simcluster.simtest_helpers import REPO, free_port, sim_env, ssh_connect, ssh_run
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 SVC = "127.0.10.125"
 
 

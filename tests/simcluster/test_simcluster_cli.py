@@ -7,6 +7,7 @@ import sys
 import time
 import urllib.request
 
+import pytest
 import yaml
 
 from simcluster.sshnode import pid_alive
@@ -19,6 +20,8 @@ from tests.simcluster.simtest_helpers import (
     ssh_run,
     wait_http,
 )
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 SVC = "127.0.10.143"
 

@@ -6,6 +6,8 @@ import pytest
 from simcluster.sshnode import pid_alive, start_ssh_node, stop_ssh_node
 from tests.simcluster.simtest_helpers import ssh_connect, ssh_run
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 
 def test_session_sees_node_env_and_bin_dir_first(state_root, client_key):
     key_path, public = client_key

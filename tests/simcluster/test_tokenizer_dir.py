@@ -13,6 +13,8 @@ import pytest
 
 from simcluster.engine import answers, textgen
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 REPO = Path(__file__).resolve().parents[2]
 VENVS = (Path("/opt/pdcp-aisbench"), Path("/opt/pdcp-aisbench-try"))  # -try: until the project's installer lands
 SUFFIX = "\nRemember to put your final answer within \\boxed{}."

@@ -115,6 +115,7 @@ EXTENDS = {
 }
 
 
+@pytest.mark.procs
 def test_env_extends_keep_the_nodes_value_and_stay_literal(target, base):
     old = "/old lib:$(touch PWNED)"  # the node's value is expanded once, never evaluated
     exports = "".join(f"{n}='{old}'; export {n}; " for n in EXTENDS)
@@ -130,6 +131,7 @@ def test_env_extends_keep_the_nodes_value_and_stay_literal(target, base):
     assert not list(Path(base).rglob("PWNED"))
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("before", ["", "LD_LIBRARY_PATH=; PATH_TAIL=; BOTH=; SPACED=; TAILED=; "
                                         "export LD_LIBRARY_PATH PATH_TAIL BOTH SPACED TAILED; "])
 def test_an_unset_or_empty_node_value_gives_no_stray_separator(target, base, before):
@@ -142,6 +144,7 @@ def test_an_unset_or_empty_node_value_gives_no_stray_separator(target, base, bef
     assert env["TAILED"] == HOSTILE
 
 
+@pytest.mark.procs
 def test_a_start_needs_its_files_as_planned_and_refuses_a_symlinked_one(target, base):
     config = Path(base, "config")
     mooncake = LaunchFile(f"{config}/mooncake.json", '{"master": "127.0.0.1:50088"}\n')
@@ -174,6 +177,7 @@ def test_a_start_needs_its_files_as_planned_and_refuses_a_symlinked_one(target, 
         assert not linked.ok and "symbolic link" in linked.stderr
 
 
+@pytest.mark.procs
 def test_remove_files_removes_regular_files_says_absent_and_refuses_links(target, base):
     a, b, link = Path(base, "a.conf"), Path(base, "gone.conf"), Path(base, "link.conf")
     a.write_text("x")

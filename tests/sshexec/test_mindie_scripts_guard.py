@@ -14,7 +14,8 @@ import pytest
 
 from sshexec import mindie_commands
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="chown to root and to others needs root (CI runs as root)")
+pytestmark = [pytest.mark.procs,
+              pytest.mark.skipif(os.geteuid() != 0, reason="chown to root and to others needs root (CI runs as root)")]
 
 
 @pytest.fixture

@@ -7,9 +7,13 @@ import os
 import subprocess
 import time
 
+import pytest
+
 from simcluster.sshnode import pid_alive
 from sshexec import parse_process_state, process_state_command, stop_command
 from sshexec.process_commands import MARKER_VARIABLE, process_marker
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 # Re-execs itself as fast as it can (every exec opens the empty-environ moment), then settles in `sleep`.
 EXEC_LOOP = 'n=${1:-0}; [ "$n" -ge 20000 ] && exec sleep 60; exec sh -c "$0" "$0" $((n+1))'

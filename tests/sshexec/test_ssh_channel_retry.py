@@ -11,6 +11,8 @@ import pytest
 from simcluster.sshnode import stop_ssh_node
 from sshexec import SshConnection, SshError
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 SLOW_ADDRESS = "127.0.10.162"  # this suite's range (127.0.10.150-.169)
 
 

@@ -20,6 +20,8 @@ from sshexec import (
     host_key_fingerprint,
 )
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 # Addresses from this suite's range (127.0.10.150-.169); the farm uses .150-.157.
 RESTART_ADDRESS = "127.0.10.160"  # the node the reconnect test stops and starts again
 SILENT_ADDRESS = "127.0.10.168"  # a TCP listener that never speaks SSH

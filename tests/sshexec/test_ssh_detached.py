@@ -63,6 +63,7 @@ def start(conn: SshConnection, spec: LaunchSpec) -> int:
     return int(result.stdout)
 
 
+@pytest.mark.procs
 def test_hostile_values_reach_the_process_exactly(target, farm, runs):
     state = farm[0].state_dir
     workdir = f"{runs}/w 'q' $(touch PWNED) `x` ;z\nnl"
@@ -93,6 +94,7 @@ def test_hostile_values_reach_the_process_exactly(target, farm, runs):
         assert not pid_alive(pid)
 
 
+@pytest.mark.procs
 def test_start_then_stop_leaves_no_process_of_the_group(target, runs):
     base = f"{runs}/grp"
     spec = LaunchSpec(argv=("sh", "-c", "sleep 300 & exec sleep 301"), workdir=base)
@@ -115,6 +117,7 @@ def test_start_then_stop_leaves_no_process_of_the_group(target, runs):
         assert conn.run(stop_command(f"{base}/process.pid")).stdout == "no-pid-file\n"
 
 
+@pytest.mark.procs
 def test_a_process_ignoring_term_is_killed_after_the_grace(target, runs):
     base = f"{runs}/stubborn"
     spec = LaunchSpec(argv=("sh", "-c", "trap '' TERM; sleep 300 & wait; sleep 300"), workdir=base)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from sshexec import SshConnection, SshPool, SshTarget, SshUnreachable, run_on_many
+
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 
 def test_many_threads_share_one_connection(target):

@@ -27,6 +27,8 @@ from sshexec import (
     tail_command,
 )
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 
 @pytest.fixture
 def base():

@@ -7,6 +7,8 @@ import pytest
 from sshexec import SshConnection, SshTransferFailed
 from sshexec.transfer import download_tree
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 
 def _make_tree(conn, root):
     conn.run(f"rm -rf {root}; mkdir -p {root}/a/b {root}/skip && printf one > {root}/a/1.txt && "

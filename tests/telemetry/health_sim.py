@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
+
+from tests.waiting import wait_until  # noqa: F401  (re-exported)
 
 REPO = Path(__file__).resolve().parents[2]
 NODES = (("node0", "127.0.10.50", "A3", "prefill"), ("node1", "127.0.10.51", "A3", "decode"),
@@ -69,11 +70,3 @@ def import_inventory(state: dict):
     return Cluster.objects.get(name=CLUSTER)
 
 
-def wait_until(check, *, timeout: float, step: float = 0.2, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(step)
-    raise AssertionError(f"{what} not reached within {timeout} s")

@@ -19,7 +19,8 @@ from tests.telemetry.health_sim import (
     wait_until,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 
 
 @pytest.fixture(scope="module")

@@ -50,6 +50,7 @@ def a_round(targets, at, previous=None):
                                 kv_bytes_per_token=192_512, previous=previous)
 
 
+@pytest.mark.procs
 @pytest.mark.django_db
 def test_two_rounds_of_real_readings_become_raw_points(engines, deployment, django_assert_num_queries):
     p, d, proxy = engines
@@ -106,6 +107,7 @@ def test_an_unreachable_engine_keeps_a_point_of_nones_and_a_bad_state_never_rais
     assert list(MetricPoint.objects.values_list("subject", flat=True)) == ["inst:p0"]  # no pool, no pool point
 
 
+@pytest.mark.procs
 @pytest.mark.django_db
 def test_each_scrape_round_is_kept_and_served_by_the_api(engines, deployment, api_client_for):
     from apps.deployments.models import Process

@@ -129,6 +129,7 @@ def test_the_beat_task_rolls_up_then_cleans(deployment):
     assert MetricPoint.objects.filter(tier=HistoryTier.MINUTE).count() == 2
 
 
+@pytest.mark.procs
 def test_history_settings_refuse_bad_values_naming_them():
     root = Path(__file__).resolve().parents[2]
     for name, value in (("PDCP_HISTORY_RAW_HOURS", "0"), ("PDCP_HISTORY_MINUTE_DAYS", "a day"),

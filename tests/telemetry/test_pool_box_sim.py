@@ -13,7 +13,8 @@ import pytest
 
 from tests.deployments.simdeploy import import_inventory, run_job_now, sim_spec
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 FIRST = 60
 
 

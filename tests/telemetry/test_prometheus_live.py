@@ -22,7 +22,8 @@ import yaml
 from tests.deployments.simdeploy import import_inventory, run_job_now, sim_spec, topology_yaml
 from tests.e2e.conftest import free_port, live_stack  # noqa: F401  (a fixture)
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300),
+pytestmark = [pytest.mark.procs,
+              pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300),
               pytest.mark.usefixtures("no_celery")]
 
 ROOT = Path(__file__).resolve().parents[2]

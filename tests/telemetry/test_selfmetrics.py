@@ -130,6 +130,7 @@ def test_an_ssh_connection_opening_and_closing_is_published_by_this_process():
     assert wait_for(lambda: gauge_values("ssh_connections").get(process_id()), base) == base
 
 
+@pytest.mark.procs
 def test_a_forked_child_publishes_its_own_connections_not_its_parents():
     """A Celery prefork child: the listener registered at start-up is inherited, the publishing thread is its own."""
     import os

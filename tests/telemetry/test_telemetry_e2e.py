@@ -14,7 +14,7 @@ from apps.telemetry.services import scrape_running_deployments
 from apps.telemetry.topology_snapshot import topology_snapshot
 from tests.telemetry.telemetry_procs import MODEL, Cluster, start_mooncake_master
 
-pytestmark = [pytest.mark.django_db, pytest.mark.timeout(30)]
+pytestmark = [pytest.mark.procs, pytest.mark.django_db, pytest.mark.timeout(30)]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 N = 20
 

@@ -11,6 +11,8 @@ from apps.telemetry.scrape import GARBLED, OK, UNREACHABLE, read_target
 from apps.telemetry.services import read_all
 from tests.telemetry.telemetry_procs import MODEL, Cluster, start_mooncake_master
 
+pytestmark = pytest.mark.procs  # every test here starts processes or servers
+
 
 @pytest.fixture(scope="module")
 def real_targets():

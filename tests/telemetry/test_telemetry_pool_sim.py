@@ -10,7 +10,8 @@ import pytest
 from tests.deployments.simdeploy import cluster_fixture, import_inventory, run_job_now
 from tests.telemetry.spanning_sim import share_a_prefix, spanning
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
+pytestmark = [pytest.mark.procs,
+              pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.usefixtures("no_celery")]
 FIRST = 244
 
 

@@ -1,0 +1,64 @@
+"""Any test file, or any pair of them, collects on its own: test helpers are imported by their full name
+(tests.<package>.<module>), never as bare top-level modules that only resolve once collection order has put their
+directory on sys.path."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_every_test_directory_is_a_package():
+    missing = sorted(str(d.relative_to(TESTS.parent)) for d in {p.parent for p in TESTS.rglob("*.py")}
+                     if not (d / "__init__.py").exists() and "__pycache__" not in d.parts)
+    assert not missing, f"test directories without __init__.py (their modules are not tests.<pkg>.<mod>): {missing}"
+
+
+def bare_helper_imports(source: str, helper_names: set[str]) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found += [(node.lineno, name) for name in names if name.split(".")[0] in helper_names]
+    return found
+
+
+def test_helpers_are_imported_by_their_full_name():
+    helper_names = {p.stem for p in TESTS.rglob("*.py")} - {"__init__"}
+    offenders = [f"{path.relative_to(TESTS.parent)}:{line}: import of {name}"
+                 for path in sorted(TESTS.rglob("*.py"))
+                 for line, name in bare_helper_imports(path.read_text(), helper_names)]
+    assert not offenders, "import test helpers as tests.<package>.<module>:\n" + "\n".join(offenders)
+
+
+def test_the_check_sees_a_bare_import():
+    source = "import os\nfrom simtest_helpers import ssh_run\nfrom tests.simcluster.simtest_helpers import x\n"
+    assert bare_helper_imports(source, {"simtest_helpers", "conftest"}) == [(2, "simtest_helpers")]
+    assert bare_helper_imports("from conftest import completion\n", {"conftest"}) == [(1, "conftest")]
+
+
+def test_an_unmarked_test_can_start_no_process_and_no_server():
+    import socket
+    import subprocess
+
+    from tests.procs_guard import StartsAProcess
+
+    with pytest.raises(StartsAProcess, match="mark it @pytest.mark.procs"):
+        subprocess.run(["true"], check=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        with pytest.raises(StartsAProcess, match="listening socket"):
+            s.listen()
+
+
+@pytest.mark.procs
+def test_a_procs_test_may():
+    import subprocess
+
+    assert subprocess.run(["true"], check=False).returncode == 0
