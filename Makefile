@@ -31,7 +31,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 
 # Two xdist workers; tests that share simulated addresses run in one group (tests/xdist_groups.py, docs/testing.md).
 TEST_WORKERS ?= 2
-XDIST = -n $(TEST_WORKERS) --dist loadgroup
+XDIST = -n $(TEST_WORKERS)
 
 test: system venv services aisbench
 	DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m "not reliability" $(XDIST) $(PYTEST_ARGS)

@@ -62,3 +62,15 @@ def test_a_procs_test_may():
     import subprocess
 
     assert subprocess.run(["true"], check=False).returncode == 0
+
+
+def test_process_tests_sharing_simulated_addresses_are_scheduled_as_one_unit():
+    from tests.xdist_groups import scope_of
+
+    one = "tests/sshexec/test_ssh_pool.py::test_fan_out_bound_is_respected"
+    assert scope_of(one) == scope_of("tests/inventory/test_discovery.py::test_missing_npu_smi_is_a_clear_message")
+    assert scope_of(one) != scope_of("tests/deployments/test_jobs_sim.py::test_keep_on_failure_leaves_the_processes")
+    assert scope_of("tests/deployments/test_playground_sim.py::t") == scope_of("tests/e2e/test_pdcp_script.py::t")
+    # Files that start nothing, and the proxy's (ephemeral ports), go test by test.
+    free = ("tests/deployments/test_validation.py::test_x", "tests/pdproxy/test_flow.py::test_x")
+    assert [scope_of(nodeid) for nodeid in free] == list(free)

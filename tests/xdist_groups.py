@@ -2,13 +2,19 @@
 
 A test marked `procs` that brings up simulated nodes binds fixed 127.0.10.x addresses (the ranges of
 docs/contracts.md §2), and the browser tests share one Redis database that their stack flushes. Files that share
-an address range, that Redis database or a live stack form one group: xdist runs a group's tests one after another
-on one worker (`--dist loadgroup`), and two groups never share an address. Everything else (tests that start no
-process, the proxy's tests on ephemeral 127.0.0.1 ports, lint) is spread freely."""
+an address range, that Redis database or a live stack form one group: the scheduler below hands a group's files to
+one worker as one unit, which runs them one after another, and two groups never share an address. Every other
+test (the files that start no process, the proxy's tests on ephemeral 127.0.0.1 ports, lint) is spread freely.
+
+The unit is a file, not a test: xdist's own `--dist loadgroup` renames items to carry their group, which pytest 9
+no longer lets a plugin do, and the scheduler (in the controller, which collects nothing) sees only node ids."""
 
 from __future__ import annotations
 
-import pytest
+import functools
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # First match wins: a file listed by name before its directory.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -34,11 +40,31 @@ def group_of(path: str) -> str | None:
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks to name the groups
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.get_closest_marker("procs") is None:
-            continue
-        group = group_of(item.nodeid.split("::", 1)[0])
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
+@functools.cache
+def file_group(path: str) -> str | None:
+    """A file's group when it is in a group's range and starts processes (has a `procs` mark), else None."""
+    group = group_of(path)
+    if group is None:
+        return None
+    try:
+        source = (ROOT / path).read_text()
+    except OSError:
+        return None
+    return group if "pytest.mark.procs" in source else None
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit of work a test is scheduled in: its file's group, or the test alone."""
+    return file_group(nodeid.split("::", 1)[0]) or nodeid
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        """xdist's loadscope with our scopes; larger units first (xdist's --loadscope-reorder, on by default)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return GroupScheduling(config, log)
