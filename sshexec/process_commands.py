@@ -61,7 +61,8 @@ _OURS = ('ours() { for w in 0 0.02 0.05 0.1 0.2 0.4; do [ "$w" = 0 ] || sleep "$
          '[ -d "/proc/$1" ] || return 1; done; return 1; }')
 # pdcp_dirs: refuse unless each existing one of "$@" is a real directory owned by root or the login user and not
 # writable by group or others (one stat for all). pdcp_owned: each of "$@" is the login user's. pdcp_files: none of
-# "$@" is a symbolic link or other than a regular file.
+# "$@" is a symbolic link or other than a regular file (-f before -e: a file another remover takes away between
+# the two tests counts as absent, not as "not a regular file"; sim nodes share one filesystem, so may real ones).
 _PDCP_DIRS = (
     'pdcp_dirs() { for d; do shift; '
     'if [ -L "$d" ]; then echo "pdcp: refusing $d: it is a symbolic link" >&2; return 1; fi; '
@@ -78,7 +79,7 @@ _PDCP_OWNED = ('pdcp_owned() { for d; do if [ ! -O "$d" ]; then '
                'echo "pdcp: refusing $d: it is not owned by the login user" >&2; return 1; fi; done; }')
 _PDCP_FILES = ('pdcp_files() { for f; do if [ -L "$f" ]; then '
                'echo "pdcp: refusing $f: it is a symbolic link" >&2; return 1; fi; '
-               'if [ -e "$f" ] && [ ! -f "$f" ]; then echo "pdcp: refusing $f: it is not a regular file" >&2; '
+               'if [ ! -f "$f" ] && [ -e "$f" ]; then echo "pdcp: refusing $f: it is not a regular file" >&2; '
                'return 1; fi; done; }')
 
 

@@ -30,6 +30,7 @@ from apps.telemetry.scrape import OK
 from apps.telemetry.services import scrape_deployment
 from apps.telemetry.topology_snapshot import topology_snapshot
 from tests.reliability.engine_load import ROOT, Load, Procs, counts, http_request, misanswered, proxy_metric
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.procs, pytest.mark.django_db, pytest.mark.timeout(120)]
 
@@ -106,6 +107,10 @@ def test_engine_killed_under_load(procs, deployment, figure, victim_name):
     _, first_end, first = picture_round(deployment)  # the beat's round at the load's start
     assert first == all_healthy
     time.sleep(max(0.0, load.started + KILL_AT_S - time.monotonic()))
+    # Killed while it holds a request, which is the case under test: on a loaded machine the clients may not have
+    # reached it yet at KILL_AT_S (then nothing needs a retry and the proxy just stops choosing it).
+    wait_until(lambda: proxy_metric(proxy, "pdproxy_backend_inflight", backend=victim.addr) >= 1,
+               INTERVAL_S - KILL_AT_S - 1, f"{victim_name} to hold a request of the load", step=0.01)
     victim.kill()
     time.sleep(max(0.0, load.started + INTERVAL_S - time.monotonic()))
     second_start, second_end, second = picture_round(deployment)  # the first round after the kill
