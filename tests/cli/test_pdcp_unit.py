@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 
 from pdcpcli import api, progress
 from pdcpcli.main import main
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -413,9 +413,7 @@ def test_401_says_to_log_in(stub):
 
 
 def test_connection_refused_names_the_url(monkeypatch, tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens on it
     monkeypatch.setenv("PDCP_URL", f"http://127.0.0.1:{port}")
     monkeypatch.setenv("PDCP_TOKEN", "t")
     code, _, err = run("deployments")

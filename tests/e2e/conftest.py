@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.ports import free_port  # noqa: F401  (re-exported)
+
 ROOT = Path(__file__).resolve().parents[2]
 E2E_REDIS_DB = os.environ.get("PDCP_E2E_REDIS_DB", "14")  # one e2e run per database at a time
 E2E_REDIS = f"redis://127.0.0.1:6379/{E2E_REDIS_DB}"
@@ -44,12 +46,6 @@ def use_broker(app, url: str) -> None:
     pools.reset()
     app._pool = None
     app.amqp._producer_pool = None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 30) -> None:

@@ -137,14 +137,9 @@ class Cluster:
     def engine(self, role: str, model: str = "sim-model", *, dev_mode: bool = False) -> FakeBackend:
         """A simcluster.engine process (TP=1) playing Prefill (kv_producer) or Decode (kv_consumer); dev_mode:
         started with VLLM_SERVER_DEV_MODE=1 (it then serves /reset_prefix_cache, as vLLM does)."""
-        import socket
+        from tests.ports import free_port
 
-        ports = []
-        for _ in range(2):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-            s.close()
+        ports = [free_port(), free_port()]
         kv = {"kv_connector": "MooncakeConnectorV1", "kv_role": "kv_producer" if role == "prefill" else
               "kv_consumer", "kv_port": str(ports[1]),
               "kv_connector_extra_config": {"prefill": {"dp_size": 1, "tp_size": 1},

@@ -4,7 +4,6 @@ events, the real proxy subscribes and tokenizes with the simulated model's token
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,15 +12,10 @@ import pytest
 
 from simcluster import nodestate
 from tests.pdproxy.proxy_procs import PY, ROOT, FakeBackend, request, wait_until
+from tests.ports import free_port
 
 MODEL = "sim-model"
 BS = 128
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

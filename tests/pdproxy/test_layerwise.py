@@ -13,18 +13,11 @@ import pytest
 
 from simcluster import nodestate
 from tests.pdproxy.proxy_procs import PY, ROOT, request, sse_events, wait_until
+from tests.ports import free_port
 
 pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
 LAYERWISE = "MooncakeLayerwiseConnector"
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Engine:

@@ -26,9 +26,9 @@ from pathlib import Path
 import aiohttp
 
 from tests.pdproxy.proxy_procs import Cluster as ProxyTestCluster
-from tests.pdproxy.proxy_procs import read_line
+from tests.pdproxy.proxy_procs import read_line, sse_events
 from tests.pdproxy.proxy_procs import request as http_request
-from tests.reliability.stack_procs import free_port
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -139,16 +139,6 @@ class Outcome:
         return self.end - self.start
 
 
-def _sse_events(raw: bytes) -> list:
-    out = []
-    for block in raw.split(b"\n\n"):
-        block = block.strip()
-        if block.startswith(b"data:"):
-            payload = block[5:].strip()
-            out.append("[DONE]" if payload == b"[DONE]" else json.loads(payload))
-    return out
-
-
 def classify(status: int, headers, raw: bytes, stream: bool) -> tuple[str, str]:
     """(kind, detail) of one whole answer."""
     try:
@@ -162,7 +152,7 @@ def classify(status: int, headers, raw: bytes, stream: bool) -> tuple[str, str]:
             choice = json.loads(raw)["choices"][0]
             complete = isinstance(choice.get("text"), str) and choice.get("finish_reason") in ("length", "stop")
             return ("answered", "") if complete else ("lost", f"incomplete answer {raw[:200]!r}")
-        events = _sse_events(raw)
+        events = sse_events(raw)
         if not events or events[-1] != "[DONE]":
             return "lost", f"stream ended without [DONE] after {len(events)} events"
         errors = [e for e in events[:-1] if "error" in e]

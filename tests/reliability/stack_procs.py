@@ -19,6 +19,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.ports import free_port  # noqa: F401  (re-exported)
 from tests.waiting import wait_until  # noqa: F401  (re-exported)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,12 +28,6 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # --- ports, readiness, stopping ---------------------------------------------------------------------------------
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
 
 def port_open(port: int) -> bool:
     try:

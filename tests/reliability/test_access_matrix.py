@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import logging
 import re
-import socket
 import time
 import types
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 from django.urls import path
 
+from tests.ports import free_port
 from tests.reliability.access_rules import (
     ANONYMOUS,
     IDENTITIES,
@@ -84,13 +84,6 @@ def test_a_key_that_is_no_key_is_a_400_not_a_500(node, api_client_for, make_user
     assert node.host_key.startswith("ssh-ed25519 AAAAC3")
 
 
-def closed_port() -> int:
-    """A loopback port nothing listens on: an SSH attempt to it is refused at once."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def world(make_user, credential, cluster):
     """One object of every kind a path names, keyed by model, plus the other path values."""
@@ -105,7 +98,7 @@ def world(make_user, credential, cluster):
     from apps.jobs.models import Job
     from tests.keys import TEST_HOST_KEY
 
-    port = closed_port()
+    port = free_port()  # nothing listens on it: an SSH attempt is refused at once
     nodes = [Node.objects.create(cluster=cluster, name=name, address=address, ssh_port=port, credential=credential,
                                  host_key=TEST_HOST_KEY, npu_count=npus)
              for (name, npus), address in zip(REFERENCE_NODES, NODE_ADDRESSES, strict=True)]

@@ -1,14 +1,14 @@
-"""Helpers shared by simcluster tests (imported by plain name: tests/simcluster has no __init__.py)."""
+"""Helpers shared by the simcluster tests."""
 
 import base64
 import os
-import socket
 import time
 import urllib.request
 from pathlib import Path
 
 import paramiko
 
+from tests.ports import free_port  # noqa: F401  (re-exported)
 from tests.waiting import wait_until  # noqa: F401  (re-exported)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,12 +20,6 @@ def sim_env(**extra):
     env.update({"PYTHONPATH": str(REPO), "SIMCLUSTER_TIME_SCALE": "0.05", "SIMCLUSTER_STARTUP_S": "0"})
     env.update({k: str(v) for k, v in extra.items()})
     return env
-
-
-def free_port(host):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def wait_http(url, timeout=15.0, proc=None):

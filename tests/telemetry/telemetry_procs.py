@@ -12,20 +12,13 @@ import time
 from pathlib import Path
 
 from tests.pdproxy.proxy_procs import Cluster
+from tests.ports import free_port  # noqa: F401  (re-exported)
 
 __all__ = ["Cluster", "MODEL", "MOONCAKE_HOST", "free_port", "start_mooncake_master"]
 
 ROOT = Path(__file__).resolve().parents[2]
 MOONCAKE_HOST = "127.0.10.240"
 MODEL = "qwen3-235b"  # simcluster's profile for this name moves 192,512 B/token, as the reference spec's profile says
-
-
-def free_port(host: str) -> int:
-    s = socket.socket()
-    s.bind((host, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def start_mooncake_master(cluster) -> str:
