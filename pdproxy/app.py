@@ -28,7 +28,9 @@ class ProxyApp:
         """routes_requests=False: the supervisor of --workers N, which keeps the pools and routes nothing (so it
         subscribes to no KV cache events and loads no tokenizer)."""
         self.cfg = cfg
-        self.pools = {role: BackendPool(role, eject_after_5xx=cfg.eject_after_5xx) for role in ("prefill", "decode")}
+        self.pools = {role: BackendPool(role, eject_after_5xx=cfg.eject_after_5xx,
+                                        health_timeouts_to_eject=cfg.health_timeouts_to_eject)
+                      for role in ("prefill", "decode")}
         for role, addrs in (("prefill", cfg.prefill), ("decode", cfg.decode)):
             pool = self.pools[role]
             for a in addrs:

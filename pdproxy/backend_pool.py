@@ -17,7 +17,7 @@ MAX_IDLE = 256
 class Backend:
     __slots__ = ("role", "host", "port", "addr", "weight", "state", "inflight", "inflight_load", "idle",
                  "fail_5xx", "last_error", "state_since", "requests", "failures", "host_header",
-                 "removed")
+                 "removed", "unanswered_probes")
 
     def __init__(self, role: str, addr: str, weight: float = 1.0, state: str = PENDING):
         self.role = role
@@ -35,6 +35,7 @@ class Backend:
         self.requests = 0
         self.failures = 0
         self.removed = False
+        self.unanswered_probes = 0  # health checks in a row that got no answer within --health-timeout
 
     @property
     def available(self) -> bool:
@@ -73,9 +74,10 @@ class Backend:
 class BackendPool:
     """All instances of one role. `version` changes whenever membership or availability changes."""
 
-    def __init__(self, role: str, eject_after_5xx: int = 3):
+    def __init__(self, role: str, eject_after_5xx: int = 3, health_timeouts_to_eject: int = 3):
         self.role = role
         self.eject_after_5xx = eject_after_5xx  # consecutive 5xx answers that eject an instance (--eject-after-5xx)
+        self.health_timeouts_to_eject = health_timeouts_to_eject  # --health-timeouts-to-eject
         self.backends: list[Backend] = []
         self.version = 0
         self._available: list[Backend] = []
@@ -158,17 +160,21 @@ class BackendPool:
                 self.reporter.success(self.role, b.addr)
 
     # active health
-    def report_probe(self, b: Backend, failure: str | None):
+    def report_probe(self, b: Backend, failure: str | None, unanswered: bool = False):
         """A health check's verdict (None: it passed). Passing brings a pending or ejected instance in;
-        failing ejects a healthy one. A draining instance stays draining, a pending one pending."""
+        failing ejects a healthy one: a refused connection or an error answer at once, a check left unanswered
+        (a busy engine's API server may be late) only the --health-timeouts-to-eject-th time in a row. A
+        draining instance stays draining, a pending one pending."""
         if failure is None:
+            b.unanswered_probes = 0
             if b.state in (PENDING, EJECTED):
                 b.fail_5xx = 0
                 self.set_state(b, HEALTHY, "health check passed")
             return
-        b.last_error = failure
-        if b.state == HEALTHY:
-            self.set_state(b, EJECTED, failure)
+        b.unanswered_probes = b.unanswered_probes + 1 if unanswered else 0
+        b.last_error = f"{failure} ({b.unanswered_probes} checks in a row)" if unanswered else failure
+        if b.state == HEALTHY and (not unanswered or b.unanswered_probes >= self.health_timeouts_to_eject):
+            self.set_state(b, EJECTED, b.last_error)
 
     # one truth across worker processes (supervisor.py): the supervisor's pools are copied into every worker's
     def state_entries(self) -> list[list]:

@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--health-path", help="/health (default) or /v1/models")
     h.add_argument("--health-interval", type=float)
     h.add_argument("--health-timeout", type=float)
+    h.add_argument("--health-timeouts-to-eject", type=int, help="unanswered health checks in a row that eject a "
+                   "healthy instance (default 3); a refused connection or an error answer ejects at once")
     h.add_argument("--eject-after-5xx", type=int)
     h.add_argument("--max-retries", type=int)
     h.add_argument("--connect-timeout", type=float)

@@ -125,6 +125,9 @@ class Config:
     health_path: str = "/health"
     health_interval: float = 2.0
     health_timeout: float = 1.0
+    # a busy engine may miss a check's deadline (a real vLLM on 2 cores did, every few seconds): only this many
+    # unanswered checks in a row eject it; a refused connection or an error answer ejects at once
+    health_timeouts_to_eject: int = 3
     eject_after_5xx: int = 3
     # retries and timeouts (seconds)
     max_retries: int = 3
@@ -185,6 +188,8 @@ class Config:
                      "health_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")
+        if self.health_timeouts_to_eject < 1:
+            raise ConfigError("health_timeouts_to_eject must be >= 1")
         if self.max_retries < 0 or self.max_body_bytes <= 0:
             raise ConfigError("max_retries must be >= 0 and max_body_bytes > 0")
         self._validate_caps()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import NamedTuple
 
 from .backend_pool import Backend, BackendPool
 from .http_client import BackendError, build_request, open_connection
@@ -11,8 +12,13 @@ from .http_client import BackendError, build_request, open_connection
 log = logging.getLogger("pdproxy.health")
 
 
-async def probe(backend: Backend, path: str, timeout: float) -> str | None:
-    """None when the instance answered 2xx on `path`, else the reason it did not."""
+class ProbeFailure(NamedTuple):
+    reason: str
+    unanswered: bool  # no answer within the timeout: busy or dead, unlike a refused connection or an error status
+
+
+async def probe(backend: Backend, path: str, timeout: float) -> ProbeFailure | None:
+    """None when the instance answered 2xx on `path`, else why it did not."""
     loop = asyncio.get_running_loop()
     conn = None
     try:
@@ -23,9 +29,9 @@ async def probe(backend: Backend, path: str, timeout: float) -> str | None:
         await conn.read_body(timeout)
         if 200 <= conn.status < 300:
             return None
-        return f"health check {path} answered HTTP {conn.status}"
+        return ProbeFailure(f"health check {path} answered HTTP {conn.status}", False)
     except BackendError as exc:
-        return f"health check: {exc.reason}"
+        return ProbeFailure(f"health check: {exc.reason}", exc.kind == "timeout")
     finally:
         if conn is not None:
             conn.close()
@@ -42,7 +48,7 @@ class HealthChecker:
     async def check(self, pool: BackendPool, b: Backend):
         failure = await probe(b, self.path, self.timeout)
         if not b.removed:
-            pool.report_probe(b, failure)
+            pool.report_probe(b, failure.reason if failure else None, bool(failure and failure.unanswered))
 
     async def check_all(self):
         jobs = [self.check(pool, b) for pool in self.pools for b in list(pool.backends)]
@@ -65,4 +71,4 @@ class HealthChecker:
             self._task.cancel()
 
 
-__all__ = ["HealthChecker", "probe"]
+__all__ = ["HealthChecker", "ProbeFailure", "probe"]

@@ -4,13 +4,14 @@ A port the kernel chose for bind(port 0) and that was then released is an epheme
 the machine may take it before the server binds it. A loaded two-worker run lost a test that way ("address already in
 use", docs/testing.md). So the tests pick from below the kernel's ephemeral range (ip_local_port_range starts at
 32768), which no outgoing connection is given; each xdist worker has a stripe of its own, a port is handed out once
-per session, and only if it binds now. The simulated cluster's fixed ports start at 20000 (simcluster/), above the
+per session (from a random start), and only if it binds now. The simulated cluster's fixed ports start at 20000 (simcluster/), above the
 stripes."""
 
 from __future__ import annotations
 
 import itertools
 import os
+import random
 import socket
 import threading
 
@@ -35,7 +36,8 @@ def worker_stripe(worker: str | None, workers: int) -> range:
 
 
 _stripe = worker_stripe(os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-_next = itertools.count()
+# a start of its own per session: two sessions at once (a side run beside the suite) seldom walk the same ports
+_next = itertools.count(random.randrange(len(_stripe)))
 _lock = threading.Lock()
 assert _stripe.stop <= _ephemeral_range()[0], "the test port stripes must lie below the kernel's ephemeral ports"
 

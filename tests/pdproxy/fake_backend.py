@@ -4,7 +4,8 @@ Plays Prefill or Decode by what the request says (kv_transfer_params). Control e
   POST /_fault {"mode": ..., "legs": ["prefill","decode"], "times": K, "n": N, "seconds": S, "health": ...}
      modes: ok | 500 | 400 | garbage | garbage_json | hang | cut_after (n events) | slow_first_byte (seconds)
             | close_port | recompute_after (n tokens)
-            | slow_end (seconds between [DONE] and the end of the stream) ; health: ok | fail
+            | slow_end (seconds between [DONE] and the end of the stream)
+     health: ok | fail | slow (/health answers after health_seconds, as a busy engine's may)
   GET /_stats   -> {"counts": {...}, "requests": [records]}      POST /_reset -> clear records
 Prints "PORT <n>" once listening.
 """
@@ -115,6 +116,8 @@ class Conn(asyncio.Protocol):
 
     async def handle(self, method, url, headers, raw):
         path = url.split("?")[0]
+        if path == "/health" and self.st.fault.get("health") == "slow":  # a busy engine's late answer
+            await asyncio.sleep(float(self.st.fault.get("health_seconds", 1.0)))
         if path in ("/health", "/v1/models", "/_fault", "/_stats", "/_reset"):
             return self.control(path, raw)
         if path not in ("/v1/completions", "/v1/chat/completions"):
