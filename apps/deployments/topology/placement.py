@@ -15,7 +15,11 @@ Assignment = dict[tuple[str, str], tuple[int, ...]]  # (instance name, node name
 
 def assign_devices(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> Assignment:
     """An instance that cannot be served gets what was free (maybe fewer than it needs); validation reports that,
-    rendering never sees it."""
+    rendering never sees it. A profile whose engines run on CPUs (vllm-cpu) gets no dies, so it claims none."""
+    from .profiles import uses_npus  # the profiles import this module
+
+    if not uses_npus(spec.launch_profile):
+        return {(inst.name, node): () for inst in spec.instances for node in inst.span}
     taken: dict[str, set[int]] = {}
     out: Assignment = {}
     for inst in spec.instances:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from . import ports
 from .node_facts import NodeFacts
 from .problem import Problem, instance_path
+from .profiles import uses_npus
 from .spec import TopologySpec
 
 
@@ -77,7 +78,7 @@ def port_clashes(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Prob
     for inst in spec.instances:
         for name in inst.span:
             node = nodes.get(name)
-            if node and node.npu_count:
+            if node and node.npu_count and uses_npus(spec.launch_profile):  # Mooncake's, on NPU nodes
                 r = ports.adxl_range(spec, inst, node)
                 adxl[node.address] = (r, f"Mooncake's ADXL transfer ports {ports.show(r)} "
                                          f"({r.start} + {node.npu_count} dies x {spec.transfer_ports.per_device})")

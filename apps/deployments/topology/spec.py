@@ -18,7 +18,7 @@ ROLES = ("prefill", "decode")
 DP_STYLES = ("external", "internal")
 POLICIES = ("round_robin", "least_conn", "consistent_hash", "cache_aware")  # pdproxy's; cache_aware: Prefill only
 HASH_KEYS = ("request_id", "client_ip")
-LAUNCH_PROFILES = ("vllm-ascend", "sim", "mindie")
+LAUNCH_PROFILES = ("vllm-ascend", "sim", "mindie", "vllm-cpu")  # vllm-cpu: docs/real-engine.md
 POOL_BACKENDS = ("mooncake", "memcache")  # AscendStoreConnector backends we render (docs/ascend-pd-launch-facts.md §3)
 LOAD_FAILURE_POLICIES = ("fail", "recompute")
 # The P/D connector: pull = MooncakeConnectorV1 (D pulls from P), layerwise = MooncakeLayerwiseConnector (P pushes into
@@ -29,7 +29,8 @@ SIZE_RE = re.compile(r"^[1-9][0-9]*GB\Z")  # Mooncake's global_segment_size and 
 # Where run_dir goes when a spec leaves it out (<root>/<deployment name>): out of world-writable places, where another
 # local user could plant the pid and log files first (the start refuses such a run dir). The simulated nodes' login
 # user `simnode` is unprivileged, so the sim's root is its private pdcp-runs (simcluster/rundirs.py).
-DEFAULT_RUN_ROOT = {"vllm-ascend": "/var/lib/pdcp", "sim": "/home/simnode/pdcp-runs", "mindie": "/var/lib/pdcp"}
+DEFAULT_RUN_ROOT = {"vllm-ascend": "/var/lib/pdcp", "sim": "/home/simnode/pdcp-runs", "mindie": "/var/lib/pdcp",
+                    "vllm-cpu": "/var/lib/pdcp"}
 KV_LAYOUTS = ("mha", "mla")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1}
 # Bytes per weight parameter by the checkpoint's format as the engine loads it (docs/hbm-fit.md); w8a8 is

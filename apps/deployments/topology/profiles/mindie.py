@@ -34,6 +34,12 @@ class MindieProfile:
     owned_env = MappingProxyType({})
     allowed_flags = MappingProxyType({})
     allowed_env = frozenset()
+    uses_npus = True
+    min_health_timeout = 0  # its deploy waits for the coordinator's ready line (ready_timeout_s), not this gate
+    install_hints = MappingProxyType({})
+
+    def required_files(self, spec: TopologySpec) -> dict[str, str]:
+        return {}  # its preflight runs on the deploy host (jobs/mindie.py)
 
     def render(self, spec: TopologySpec, nodes: dict[str, NodeFacts], allowlist: ClusterAllowlist = NO_ALLOWLIST) -> Plan:
         m = spec.mindie

@@ -78,6 +78,12 @@ class VllmAscendProfile:
     allowed_flags = VLLM_ASCEND_FLAGS
     allowed_env = VLLM_ASCEND_ENV
     proxy_command: tuple[str, ...] = ("python", "-m", "pdproxy")
+    uses_npus = True
+    min_health_timeout = 0  # the job's health_timeout alone
+    install_hints: MappingProxyType = MappingProxyType({})
+
+    def required_files(self, spec: TopologySpec) -> dict[str, str]:
+        return {}  # model.path may be a hub id here; the engine says what is missing
 
     def bind_host(self, node: NodeFacts) -> str:
         return node.address
