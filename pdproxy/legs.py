@@ -154,6 +154,10 @@ def prompt_tokens(answer) -> int:
     return tokens if isinstance(tokens, int) else 0
 
 
+# Where the Decode pulls the KV from: what both vLLM's NixlConnector and vllm-ascend's MooncakeConnectorV1 return.
+REMOTE_FIELDS = ("remote_engine_id", "remote_block_ids", "remote_host", "remote_port")
+
+
 async def judge_prefill(leg: Leg, ex, lease: BackendLease) -> tuple[Backend, dict, int]:
     """The answer is read whole; judged: (instance, kv_transfer_params, prompt tokens)."""
     b = lease.backend
@@ -164,6 +168,9 @@ async def judge_prefill(leg: Leg, ex, lease: BackendLease) -> tuple[Backend, dic
         kv = answer["kv_transfer_params"]
         if not isinstance(kv, dict):
             raise TypeError("kv_transfer_params is not an object")
+        missing = [f for f in REMOTE_FIELDS if kv.get(f) is None] if kv.get("do_remote_prefill") else []
+        if missing:  # a real vLLM Decode given these dies (its NixlConnector asserts), taking every request with it
+            raise KeyError(f"do_remote_prefill without {', '.join(missing)}")
     except (ValueError, KeyError, TypeError) as exc:
         raise LegFailure("garbage", f"prefill {b.addr} answered 200 without usable kv_transfer_params "
                          f"({type(exc).__name__}: {exc}): {snippet(raw)}", status=502) from None

@@ -3,6 +3,7 @@
 Plays Prefill or Decode by what the request says (kv_transfer_params). Control endpoints:
   POST /_fault {"mode": ..., "legs": ["prefill","decode"], "times": K, "n": N, "seconds": S, "health": ...}
      modes: ok | 500 | 400 | garbage | garbage_json | hang | cut_after (n events) | slow_first_byte (seconds)
+            | partial_kv (a Prefill's kv_transfer_params without remote_*)
             | close_port | recompute_after (n tokens)
             | slow_end (seconds between [DONE] and the end of the stream)
      health: ok | fail | slow (/health answers after health_seconds, as a busy engine's may)
@@ -203,6 +204,10 @@ class Conn(asyncio.Protocol):
             return True
         if mode == "garbage_json":
             self.send(200, b"{not json at all")
+            return True
+        if mode == "partial_kv":  # a Prefill's answer that would send a Decode for KV without saying where
+            self.send(200, json.dumps({"choices": [{"index": 0, "text": "x", "finish_reason": "length"}],
+                                       "kv_transfer_params": {"do_remote_prefill": True}}).encode())
             return True
         if mode == "slow_first_byte":
             await asyncio.sleep(float(fault.get("seconds", 1.0)))

@@ -50,6 +50,23 @@ def test_prefill_garbage_json_is_502_with_reason_when_no_other(cluster):
     assert "kv_transfer_params" in msg and p.addr in msg
 
 
+def test_prefill_params_without_the_remote_fields_never_reach_a_decode(cluster):
+    """A real vLLM Decode given do_remote_prefill without remote_* dies (NixlConnector asserts; docs/real-engine.md):
+    such an answer is a failed Prefill leg, retried on another Prefill, a 502 naming the fields when none is left."""
+    p1, p2, d = cluster.backend("p1"), cluster.backend("p2"), cluster.backend("d1")
+    alone = cluster.proxy([p1], [d], "--max-retries", "0")
+    p1.fault("partial_kv", times=100)
+    status, _, raw = alone.post("/v1/completions", completion())
+    assert status == 502, raw
+    message = json.loads(raw)["error"]["message"]
+    assert "do_remote_prefill without remote_engine_id, remote_block_ids, remote_host, remote_port" in message
+    assert p1.addr in message and d.stats()["counts"]["decode"] == 0
+    retried = cluster.proxy([p1, p2], [d], "--policy", "round_robin")
+    for _ in range(2):
+        assert retried.post("/v1/completions", completion())[0] == 200
+    assert d.stats()["counts"]["decode"] == 2
+
+
 def test_decode_500_is_reported_or_retried_never_200_empty(cluster):
     p, d1, d2 = cluster.backend("p1"), cluster.backend("d1"), cluster.backend("d2")
     proxy = cluster.proxy([p], [d1, d2], "--policy", "round_robin")
