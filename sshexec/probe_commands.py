@@ -58,13 +58,19 @@ def binaries_command(names: list[str]) -> str:
     return f'for b in {words}; do if command -v "$b" >/dev/null 2>&1; then echo "ok $b"; else echo "missing $b"; fi; done'
 
 
+def files_command(paths: list[str]) -> str:
+    """`ok PATH` for each path that is a readable regular file, `missing PATH` otherwise."""
+    words = " ".join(q(p) for p in paths)
+    return f'for f in {words}; do if [ -f "$f" ] && [ -r "$f" ]; then echo "ok $f"; else echo "missing $f"; fi; done'
+
+
 def disk_command(path: PurePosixPath | str) -> str:
     """`df -Pk` of the nearest existing directory at or above path: one line, available KiB in column 4."""
     return (f"d={q(str(path))}; while [ ! -d \"$d\" ]; do d=$(dirname \"$d\"); done; "
             'df -Pk "$d" | tail -n 1')
 
 
-PREFLIGHT_SECTIONS = ("binaries", "ports", "disk", "rundir", "npu", "scripts", "owner")
+PREFLIGHT_SECTIONS = ("binaries", "ports", "disk", "rundir", "npu", "scripts", "owner", "files")
 RUN_DIR_OK = "run-dir-ok"
 
 
@@ -75,12 +81,14 @@ def run_dir_check_command(run_dir: str) -> str:
     return f"( {check} ) 2>&1 && echo {RUN_DIR_OK}"
 
 
-def preflight_script(*, binaries: list[str], run_dir: str, npu: bool) -> str:
+def preflight_script(*, binaries: list[str], run_dir: str, npu: bool, files: list[str] = ()) -> str:
     """All of a node's preflight reads in one round trip, as sections `@@name` the parser splits on."""
     parts = ["echo @@binaries", binaries_command(binaries),
              "echo @@ports", "ss -ltnH 2>/dev/null || echo ss-missing",
              "echo @@disk", disk_command(run_dir),
              "echo @@rundir", run_dir_check_command(run_dir)]
+    if files:
+        parts += ["echo @@files", files_command(list(files))]
     if npu:
         parts += ["echo @@npu", "npu-smi info 2>&1 || echo npu-smi-failed"]
     return "; ".join(parts)
