@@ -14,8 +14,9 @@ from apps.audit.models import AuditAction
 from apps.audit.services import audit_record
 from apps.deployments.choices import ProcessState
 from apps.deployments.job_params import JobParams
-from apps.deployments.models import Deployment, Process
+from apps.deployments.models import Deployment, Process, Revision
 from apps.deployments.services import deployment_restart
+from apps.deployments.topology import get_profile
 from apps.jobs.models import Job
 
 from ..models import HealthEvent, HealthPolicy, InstanceHealth, InstanceState
@@ -71,12 +72,24 @@ def _seen(p: Process, answers: dict, readings: dict) -> ProcessSeen:
                        detail=p.state_detail)
 
 
+def startup_grace_s(deployment: Deployment) -> int:
+    """STARTUP_GRACE_S, or the active revision's profile's floor when larger, as the deploy's health gate waits (a
+    real CPU engine, launch_profile vllm-cpu, takes minutes to answer on a loaded machine)."""
+    profile = (Revision.objects.filter(deployment=deployment, is_active=True)
+               .values_list("launch_profile", flat=True).first())
+    try:
+        return max(STARTUP_GRACE_S, get_profile(profile).min_health_timeout)
+    except KeyError:  # no active revision
+        return STARTUP_GRACE_S
+
+
 def health_round(deployment: Deployment, readings: list, *, now: float, prober=None) -> dict:
     rows = list(Process.objects.filter(deployment=deployment).only(*PROCESS_FIELDS))
     kept = {h.subject: h for h in InstanceHealth.objects.filter(deployment=deployment)}
     subjects = {s: v for s, v in subjects_of(rows).items()
                 if s in kept or any(p.state != ProcessState.STOPPED for p in v[1])}  # never started: nothing to say
     policy = policy_of(deployment)
+    grace_s = startup_grace_s(deployment)
     job_ids = [h.restart_job_id for h in kept.values() if h.restart_job_id]
     jobs = {j.pk: j for j in Job.objects.filter(pk__in=job_ids).only("pk", "status", "explanation")} if job_ids else {}
     urls = {p.key: p.health_url for _, procs in subjects.values() for p in procs
@@ -88,7 +101,7 @@ def health_round(deployment: Deployment, readings: list, *, now: float, prober=N
         for subject, (restartable, procs) in sorted(subjects.items()):
             row, prev = kept.get(subject), _memory(kept.get(subject), jobs)
             decision = decide(prev, [_seen(p, answers, by_key) for p in procs], policy, now=now,
-                              grace_s=STARTUP_GRACE_S, restartable=restartable)
+                              grace_s=grace_s, restartable=restartable)
             job = None
             if decision.restart:
                 decision, job = _start_restart(deployment, subject, decision, prev)
