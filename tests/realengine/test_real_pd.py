@@ -1,0 +1,125 @@
+"""A real Prefill and a real Decode (vLLM for CPUs, NixlConnector) behind pdproxy: requests go client -> pdproxy ->
+real Prefill -> KV over NIXL -> real Decode, stream and not, chat and completion; the Decode's own metrics show it
+loaded the KV instead of computing the prompt, and our telemetry reads both engines' pages (docs/real-engine.md).
+The model is tiny and random: the answers are gibberish, the protocols are vLLM's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.pdproxy.proxy_procs import request, sse_events
+from tests.realengine.real_engines import (
+    SERVED,
+    require_install,
+    start_engine,
+    start_proxy,
+    stop,
+    wait_ready,
+)
+
+pytestmark = [pytest.mark.procs, pytest.mark.real_engine]
+
+PROMPT = "Explain why the prefill node hands the key value cache to the decode node, in one short sentence."
+
+
+def sample(page: str, name: str, **labels) -> float:
+    """The sum of `name`'s samples whose labels include `labels`."""
+    total = 0.0
+    for family in text_string_to_metric_families(page):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                total += s.value
+    return total
+
+
+@pytest.fixture(scope="module")
+def real_pd(tmp_path_factory):
+    require_install()
+    logs = tmp_path_factory.mktemp("real-engines")
+    prefill = start_engine("prefill", "127.0.20.1", logs / "prefill.log")
+    decode = start_engine("decode", "127.0.20.2", logs / "decode.log")
+    proxy = None
+    try:
+        wait_ready(prefill, decode)
+        proxy = start_proxy(prefill, decode)
+        yield prefill, decode, proxy
+    finally:
+        for proc in (proxy.proc if proxy else None, prefill.proc, decode.proc):
+            if proc is not None:
+                stop(proc)
+
+
+def handed_over(decode) -> tuple[float, float]:
+    page = decode.metrics()
+    return (sample(page, "vllm:nixl_xfer_time_seconds_count"),
+            sample(page, "vllm:prompt_tokens_by_source_total", source="external_kv_transfer"))
+
+
+def test_a_completion_goes_through_both_real_engines_and_the_decode_loads_the_kv(real_pd):
+    prefill, decode, proxy = real_pd
+    transfers, external = handed_over(decode)
+    status, headers, raw = request("POST", proxy.url + "/v1/completions",
+                                   {"model": SERVED, "prompt": PROMPT, "max_tokens": 8, "temperature": 0},
+                                   timeout=120)
+    assert status == 200, raw[:500]
+    answer = json.loads(raw)
+    assert answer["choices"][0]["finish_reason"] in ("length", "stop") and answer["usage"]["completion_tokens"] >= 1
+    assert headers["x-pd-prefill"] == prefill.addr and headers["x-pd-decode"] == decode.addr
+    transfers_after, external_after = handed_over(decode)
+    assert transfers_after == transfers + 1, "the Decode did not pull KV over NIXL"
+    assert external_after > external, "the Decode computed the prompt instead of loading it"
+    prefill_page = prefill.metrics()
+    assert sample(prefill_page, "vllm:prompt_tokens_by_source_total", source="local_compute") > 0
+
+
+def test_a_streamed_chat_goes_through_both_real_engines(real_pd):
+    prefill, decode, proxy = real_pd
+    transfers, _ = handed_over(decode)
+    status, _, raw = request("POST", proxy.url + "/v1/chat/completions",
+                             {"model": SERVED, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 8,
+                              "stream": True, "stream_options": {"include_usage": True}}, timeout=120)
+    assert status == 200, raw[:500]
+    events = sse_events(raw)
+    assert events[-1] == "[DONE]"
+    chunks = [e for e in events[:-1] if e.get("choices")]
+    assert chunks and all(e["object"] == "chat.completion.chunk" for e in chunks)
+    assert any(e["choices"][0].get("finish_reason") for e in chunks)
+    assert events[-2]["usage"]["completion_tokens"] >= 1
+    assert handed_over(decode)[0] == transfers + 1
+
+
+def test_vllms_own_errors_reach_the_client_in_vllms_shape(real_pd):
+    _, _, proxy = real_pd
+    status, _, raw = request("POST", proxy.url + "/v1/completions",
+                             {"model": "no-such-model", "prompt": PROMPT, "max_tokens": 4}, timeout=60)
+    error = json.loads(raw)["error"]
+    assert status == 404 and error["type"] == "NotFoundError" and "no-such-model" in error["message"], raw
+    status, _, raw = request("POST", proxy.url + "/v1/completions",
+                             {"model": SERVED, "prompt": PROMPT, "max_tokens": -1}, timeout=60)
+    error = json.loads(raw)["error"]
+    assert status == 400 and error["type"] == "BadRequestError" and "max_tokens" in error["message"], raw
+
+
+def test_our_telemetry_reads_the_real_engines_pages(real_pd):
+    from apps.telemetry.scrape import OK, read_target
+
+    prefill, decode, _ = real_pd
+    for engine in (prefill, decode):
+        reading = read_target(engine.role, engine.role, engine.url + "/metrics")
+        assert reading.status == OK, reading.reason
+        v = reading.values
+        assert v["prompt_tokens"] > 0 and v["ttft_count"] >= 1 and v["running"] == 0, v
+        assert v["ttft_buckets"], "vLLM's TTFT histogram buckets were not read"
+    decoded = read_target("d", "decode", decode.url + "/metrics").values
+    assert decoded["generation_tokens"] > 0 and decoded["external_hits"] > 0, decoded
+
+
+def test_the_engines_start_within_the_budget(real_pd):
+    """The figures docs/real-engine.md gives (printed with -s): start-up seconds and resident memory."""
+    prefill, decode, _ = real_pd
+    for engine in (prefill, decode):
+        print(f"{engine.role}: ready after {engine.ready_after:.0f} s, {engine.rss_mb():.0f} MB resident")
+        assert engine.rss_mb() < 6000
