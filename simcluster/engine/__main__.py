@@ -34,9 +34,13 @@ async def serve(argv: list[str]) -> int:
             await engine.start()
             runner = web.AppRunner(build_app(engine), access_log=None)
             await runner.setup()
+            # vLLM's API server logs this line, then uvicorn its three; /health answers from the last one on.
+            log.info("Starting vLLM server on http://%s:%d", cfg.host, cfg.port)
             await web.TCPSite(runner, cfg.host, cfg.port).start()
             log.info("serving %s (%s) on http://%s:%d, kv_port %s, dies %s", cfg.served_names[0], cfg.kv_role,
                      cfg.host, cfg.port, cfg.kv_port, cfg.devices)
+            _uvicorn_says(f"Started server process [{os.getpid()}]", "Waiting for application startup.",
+                          "Application startup complete.")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -48,6 +52,12 @@ async def serve(argv: list[str]) -> int:
             await runner.cleanup()
         await engine.close()
     return 0
+
+
+def _uvicorn_says(*lines: str) -> None:
+    """uvicorn's own lines, in its format ("INFO:" padded to 9 columns), on stderr as uvicorn writes them."""
+    for line in lines:
+        print(f"INFO:     {line}", file=sys.stderr, flush=True)
 
 
 def main() -> int:

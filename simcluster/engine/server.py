@@ -177,12 +177,20 @@ class Engine:
         (a layerwise Decode waiting for its KV then aborts: ClientGone)."""
         prompt = textgen.chat_prompt(body.get("messages", [])) if chat else body.get("prompt", "")
         tokens = textgen.tokenize(prompt)
-        if len(tokens) >= self.cfg.max_model_len:
-            raise web.HTTPBadRequest(text=json.dumps(_error(
-                f"This model's maximum context length is {self.cfg.max_model_len} tokens. However, your "
-                f"request has {len(tokens)} input tokens.")), content_type="application/json")
-        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-        max_tokens = int(max_tokens) if max_tokens else (16 if not chat else self.cfg.max_model_len - len(tokens))
+        limit = self.cfg.max_model_len
+        if len(tokens) > limit:
+            # vLLM tokenizes at most max_model_len + 1 tokens to check this, hence "at least" and that value.
+            raise RequestError(400, f"This model's maximum context length is {limit} tokens. However, your prompt "
+                               f"contains at least {limit + 1} input tokens, which exceeds this limit even without "
+                               f"any output tokens. Please reduce the length of the input prompt. "
+                               f"(parameter=input_tokens, value={limit + 1})", param="input_tokens")
+        max_tokens = _int_field(body, "max_completion_tokens" if body.get("max_completion_tokens") is not None
+                                else "max_tokens")
+        if max_tokens is not None and max_tokens < 1:
+            raise RequestError(400, f"max_tokens must be at least 1, got {max_tokens}. (parameter=max_tokens, "
+                               f"value={max_tokens})", param="max_tokens")
+        if max_tokens is None:
+            max_tokens = 16 if not chat else max(1, limit - len(tokens))
         params = body.get("kv_transfer_params") or {}
         pushes = bool(params.get("do_remote_decode") and self.layerwise and self.cfg.kv_role != "kv_consumer")
         if pushes:
@@ -212,9 +220,7 @@ class Engine:
                 need = 0
             except KVTransferError as exc:
                 if self.cfg.kv_load_failure_policy != "recompute":
-                    self._failed(core)
-                    raise web.HTTPInternalServerError(text=json.dumps(_error(str(exc), "KVTransferError")),
-                                                      content_type="application/json") from exc
+                    raise self._load_failed(core, exc, need) from exc
                 log.warning("%s; recomputing the prompt locally", exc)
         elif self.pool is not None and self.pool.loads:
             self.m.external_queries.labels(**labels).inc(n)
@@ -224,9 +230,7 @@ class Engine:
                 loaded = await self.pool.load(rest[:found])
             except PoolLoadError as exc:
                 if self.cfg.kv_load_failure_policy != "recompute":
-                    self._failed(core)
-                    raise web.HTTPInternalServerError(text=json.dumps(_error(str(exc), "KVTransferError")),
-                                                      content_type="application/json") from exc
+                    raise self._load_failed(core, exc, len(rest[:found]) * profiles.BLOCK_SIZE) from exc
                 log.warning("%s; recomputing from block %d", exc, local + exc.loaded)
                 loaded = exc.loaded
             self.m.external_hits.labels(**labels).inc(loaded * profiles.BLOCK_SIZE)
@@ -262,6 +266,14 @@ class Engine:
     def _failed(self, core: EngineCore) -> None:
         self.m.success.labels(**core.labels, finished_reason="error").inc()
 
+    def _load_failed(self, core: EngineCore, exc: Exception, tokens: int) -> RequestError:
+        """kv_load_failure_policy=fail: the request ends with finished_reason error and the client gets vLLM's
+        bare 500; why is in the log only (vLLM's scheduler line, then the connector's reason)."""
+        self._failed(core)
+        log.error("Failing 1 request(s) due to KV load failure (failure_policy=%s, %d tokens affected): %s",
+                  self.cfg.kv_load_failure_policy, tokens, exc)
+        return RequestError(500, "Internal server error", "InternalServerError")
+
     def _script(self, body: dict, chat: bool) -> list[tuple[int, str]] | None:
         """The answer book's reply, token by token, when the request asks one of its questions. P and D both
         script it: P's one token is the reply's first, and D (which the proxy's client hears) emits all of it."""
@@ -295,8 +307,68 @@ def _gone(request: web.Request) -> bool:
     return transport is None or transport.is_closing()
 
 
-def _error(message: str, kind: str = "BadRequestError") -> dict:
-    return {"error": {"message": message, "type": kind, "param": None, "code": 400}}
+def _error(message: str, kind: str = "BadRequestError", code: int = 400, param: str | None = None) -> dict:
+    """vLLM's ErrorResponse: every error body has message, type, param and code (the HTTP status)."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+class RequestError(Exception):
+    """A request vLLM refuses: answered with status and vLLM's error body."""
+
+    def __init__(self, status: int, message: str, kind: str = "BadRequestError", param: str | None = None):
+        super().__init__(message)
+        self.status, self.body = status, _error(message, kind, status, param)
+
+    def response(self) -> web.Response:
+        return web.json_response(self.body, status=self.status)
+
+
+def _validation_error(loc: str, kind: str, msg: str, value, **extra) -> RequestError:
+    """What vLLM answers when FastAPI/pydantic rejects the body: type "Bad Request", param = the location, the
+    message pydantic's error as a dict repr (e.g. {'type': 'dict_type', 'loc': 'body.kv_transfer_params', ...})."""
+    detail = {"type": kind, "loc": loc, "msg": msg, "input": value, **extra}
+    return RequestError(400, f"1 validation error:\n  {detail}", "Bad Request", loc)
+
+
+def _int_field(body: dict, name: str) -> int | None:
+    """An optional integer field as pydantic (lax mode) reads it: ints, integral floats and integer strings."""
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if value.is_integer():
+            return int(value)
+        raise _validation_error(f"body.{name}", "int_from_float",
+                                "Input should be a valid integer, got a number with a fractional part", value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise _validation_error(f"body.{name}", "int_parsing",
+                                    "Input should be a valid integer, unable to parse string as an integer",
+                                    value) from None
+    raise _validation_error(f"body.{name}", "int_type", "Input should be a valid integer", value)
+
+
+def _parse_body(raw: bytes) -> dict:
+    """The request body as vLLM's FastAPI app validates it before any handler runs."""
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:  # json.JSONDecodeError, or bytes that are not UTF-8
+        pos = getattr(exc, "pos", 0)
+        reason = getattr(exc, "msg", None) or str(exc)
+        raise _validation_error(f"body.{pos}", "json_invalid", "JSON decode error", "<dict of 0 items>",
+                                ctx={"error": reason}) from None
+    if not isinstance(body, dict):
+        raise _validation_error("body", "model_attributes_type",
+                                "Input should be a valid dictionary or object to extract fields from", body)
+    params = body.get("kv_transfer_params")
+    if params is not None and not isinstance(params, dict):
+        raise _validation_error("body.kv_transfer_params", "dict_type", "Input should be a valid dictionary",
+                                params)
+    return body
 
 
 def build_app(engine: Engine) -> web.Application:
@@ -316,8 +388,15 @@ def build_app(engine: Engine) -> web.Application:
         return web.Response(status=200)
 
     async def models(_request):
-        data = [{"id": name, "object": "model", "created": 0, "owned_by": "vllm", "root": cfg.model,
-                 "parent": None, "max_model_len": cfg.max_model_len} for name in cfg.served_names]
+        """vLLM's model card, built per request (so `created` is now), one per served name."""
+        now = int(time.time())
+        data = [{"id": name, "object": "model", "created": now, "owned_by": "vllm", "root": cfg.model,
+                 "parent": None, "max_model_len": cfg.max_model_len,
+                 "permission": [{"id": f"modelperm-{uuid.uuid4().hex[:16]}", "object": "model_permission",
+                                 "created": now, "allow_create_engine": False, "allow_sampling": True,
+                                 "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
+                                 "allow_fine_tuning": False, "organization": "*", "group": None,
+                                 "is_blocking": False}]} for name in cfg.served_names]
         return web.json_response({"object": "list", "data": data})
 
     async def metrics(_request):
@@ -329,15 +408,18 @@ def build_app(engine: Engine) -> web.Application:
 
     async def completion(request: web.Request, chat: bool):
         try:
-            body = await request.json()
-        except json.JSONDecodeError:
-            return web.json_response(_error("body is not JSON"), status=400)
+            body = _parse_body(await request.read())
+        except RequestError as exc:
+            return exc.response()
         model = body.get("model") or cfg.served_names[0]
         if model not in cfg.served_names:
-            return web.json_response(_error(f"The model `{model}` does not exist.", "NotFoundError"), status=404)
+            return RequestError(404, f"The model `{model}` does not exist. Valid aliases: "
+                                f"{', '.join(cfg.served_names)}.", "NotFoundError", "model").response()
         rid = ("chatcmpl-" if chat else "cmpl-") + (request.headers.get("X-Request-Id") or uuid.uuid4().hex)
         try:
             req, core, out_params = await engine.generate(body, chat, rid, gone=lambda: _gone(request))
+        except RequestError as exc:
+            return exc.response()
         except ClientGone:
             return web.Response(status=499)  # nobody reads it
         if body.get("stream"):

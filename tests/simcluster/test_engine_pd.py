@@ -59,7 +59,8 @@ def pd(spawn, state_root):
                              node_dir=state_root / "p", VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT="0.5")
     _d_proc, d = start_engine(spawn, state_root, "kv_consumer", D_HOST, free_port(D_HOST), free_port(D_HOST),
                               node_dir=state_root / "d")
-    return {"p": p, "d": d, "p_pid": p_proc.pid, "p_dir": state_root / "p"}
+    return {"p": p, "d": d, "p_pid": p_proc.pid, "p_dir": state_root / "p",
+            "d_log": state_root / f"kv_consumer-{d.rsplit(':', 1)[1]}.log"}
 
 
 def prefill(p, prompt=PROMPT):
@@ -96,8 +97,12 @@ def test_corrupted_transfer_is_caught(pd):
     with pytest.raises(urllib.error.HTTPError) as err:
         post(pd["d"] + "/v1/completions", {"model": "ds_r1", "prompt": PROMPT, "max_tokens": 4,
                                            "kv_transfer_params": params})
-    assert err.value.code == 500
-    assert "failed verification" in err.value.read().decode()
+    assert err.value.code == 500  # vLLM's bare answer to a failed KV load; the reason is in the log
+    assert json.loads(err.value.read()) == {"error": {"message": "Internal server error",
+                                                      "type": "InternalServerError", "param": None, "code": 500}}
+    logged = pd["d_log"].read_text()
+    assert "Failing 1 request(s) due to KV load failure (failure_policy=fail, 300 tokens affected)" in logged
+    assert "failed verification" in logged
     assert metric(pd["d"], "simcluster:kv_transfers_total", outcome="checksum_error") == 1
 
 
