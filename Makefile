@@ -40,13 +40,13 @@ XDIST = -n $(TEST_WORKERS)
 
 # The suite includes a short real-engine case (tests/realengine/), so it installs the real engine and must run it.
 test: system venv services aisbench real-engine
-	PDCP_REQUIRE_REAL_ENGINE=1 DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m "not reliability" $(XDIST) $(PYTEST_ARGS)
+	PDCP_REQUIRE_REAL_ENGINE=1 DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m "not reliability and not real_engine_check" $(XDIST) $(PYTEST_ARGS)
 
 # The tests that start no process and no server (tests/procs_guard.py refuses any): for the edit-test loop.
 test-fast: venv services
 	PDCP_TEST_LANE=fast DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m "not procs and not reliability" $(XDIST) $(PYTEST_ARGS)
 
-# The real-engine cases alone, with their figures (start-up seconds, resident memory) printed.
+# Every real-engine case, the longer ones too (a deploy through the control plane), with their figures printed.
 real-engine-check: system venv services real-engine
 	PDCP_REQUIRE_REAL_ENGINE=1 DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m real_engine -s $(or $(PYTEST_ARGS),tests/realengine)
 

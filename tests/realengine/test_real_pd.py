@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.pdproxy.proxy_procs import request, sse_events
 from tests.realengine.real_engines import (
+    PROMPT,
     SERVED,
     require_install,
+    sample,
     start_engine,
     start_proxy,
     stop,
@@ -21,18 +22,6 @@ from tests.realengine.real_engines import (
 )
 
 pytestmark = [pytest.mark.procs, pytest.mark.real_engine]
-
-PROMPT = "Explain why the prefill node hands the key value cache to the decode node, in one short sentence."
-
-
-def sample(page: str, name: str, **labels) -> float:
-    """The sum of `name`'s samples whose labels include `labels`."""
-    total = 0.0
-    for family in text_string_to_metric_families(page):
-        for s in family.samples:
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                total += s.value
-    return total
 
 
 @pytest.fixture(scope="module")
