@@ -25,6 +25,7 @@ class Request:
     max_tokens: int
     need_prefill_tokens: int  # 0 when KV arrived from a Prefill
     load_tokens: int = 0  # tokens whose KV came from a store (cheap to load)
+    external_tokens: int = 0  # tokens whose KV a connector supplied (pulled from a Prefill, loaded from a store)
     arrival: float = field(default_factory=time.monotonic)
     generated: int = 0
     first_token_at: float | None = None
@@ -118,7 +119,13 @@ class EngineCore:
 
     def _emit(self, req: Request, now: float) -> None:
         if req.generated == 0:
-            self.m.prompt_tokens.labels(**self.labels).inc(req.need_prefill_tokens + req.load_tokens)
+            # vLLM counts the whole prompt, then splits it by where each token's KV came from.
+            n, compute, external = len(req.tokens), req.need_prefill_tokens, req.external_tokens
+            self.m.prompt_tokens.labels(**self.labels).inc(n)
+            by_source = self.m.prompt_tokens_by_source
+            by_source.labels(**self.labels, source="local_compute").inc(compute)
+            by_source.labels(**self.labels, source="external_kv_transfer").inc(external)
+            by_source.labels(**self.labels, source="local_cache_hit").inc(max(0, n - compute - external))
             req.first_token_at = now
             self.m.ttft.labels(**self.labels).observe(now - req.arrival)
             for callback in req.on_prefilled:

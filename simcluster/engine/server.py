@@ -30,7 +30,7 @@ from simcluster.engine.kvwire import HeldKV, KVServer, KVTransferError, pull_kv
 from simcluster.engine.layerwise import CONNECTOR as LAYERWISE
 from simcluster.engine.layerwise import ClientGone, Layerwise, external_request_id
 from simcluster.engine.lookup import LookupSockets
-from simcluster.engine.metrics import FINISH_REASONS, EngineMetrics
+from simcluster.engine.metrics import EngineMetrics
 from simcluster.engine.poolconfig import MooncakePool
 from simcluster.engine.prefix import KVPool, LocalPrefixCache, MemcacheClient, PoolLoadError
 from simcluster.kvpool import PoolAgent, PoolAgentError
@@ -52,8 +52,7 @@ class Engine:
                                  metrics=self.m, labels={"model_name": cfg.served_names[0], "engine": str(r)},
                                  capacity_tokens=capacity, is_hung=self._hung) for r in cfg.dp_ranks]
         for core in self.cores:
-            for reason in FINISH_REASONS:  # vLLM creates every finished_reason series up front
-                self.m.success.labels(**core.labels, finished_reason=reason)
+            self.m.add_engine(**core.labels)  # vLLM exports every series at zero before the first request
             if cfg.enable_prefix_caching:
                 core.prefix = LocalPrefixCache(capacity // profiles.BLOCK_SIZE)
         self._rr = itertools.count()
@@ -202,7 +201,7 @@ class Engine:
         local = core.prefix.match(hashes) if core.prefix else 0  # leading blocks already in this core's cache
         self.m.prefix_queries.labels(**labels).inc(n)
         self.m.prefix_hits.labels(**labels).inc(local * profiles.BLOCK_SIZE)
-        need, loaded = n - local * profiles.BLOCK_SIZE, 0
+        need, loaded, external = n - local * profiles.BLOCK_SIZE, 0, 0
         if params.get("do_remote_prefill") and self.cfg.kv_connector and self.cfg.kv_role in ("kv_consumer",
                                                                                              "kv_both"):
             # MooncakeConnectorV1 claims the tokens the local cache lacks; the whole prompt's KV is pulled.
@@ -217,7 +216,7 @@ class Engine:
                     await pull_kv(params=params, local_host=self.cfg.host, api_endpoint=self.api,
                                   expected_size=expected, metrics=self.m, kv_scale=profiles.kv_scale())
                 self.m.external_hits.labels(**labels).inc(need)
-                need = 0
+                external, need = need, 0
             except KVTransferError as exc:
                 if self.cfg.kv_load_failure_policy != "recompute":
                     raise self._load_failed(core, exc, need) from exc
@@ -233,12 +232,14 @@ class Engine:
                     raise self._load_failed(core, exc, len(rest[:found]) * profiles.BLOCK_SIZE) from exc
                 log.warning("%s; recomputing from block %d", exc, local + exc.loaded)
                 loaded = exc.loaded
-            self.m.external_hits.labels(**labels).inc(loaded * profiles.BLOCK_SIZE)
-            need -= loaded * profiles.BLOCK_SIZE
+            external = loaded * profiles.BLOCK_SIZE
+            self.m.external_hits.labels(**labels).inc(external)
+            need -= external
         else:
             need = max(need, 1)  # vLLM recomputes at least the last prompt token, whatever the caches hold
         req = Request(request_id=request_id, tokens=tokens, max_tokens=max_tokens, need_prefill_tokens=need,
-                      load_tokens=loaded * profiles.BLOCK_SIZE, script=self._script(body, chat),
+                      load_tokens=loaded * profiles.BLOCK_SIZE, external_tokens=external,
+                      script=self._script(body, chat),
                       ignore_eos=body.get("ignore_eos") is True)
         req.on_prefilled.append(lambda: self._after_prefill(core, hashes, skip=local + loaded, tokens=tokens))
         core.submit(req)

@@ -128,7 +128,8 @@ def test_completions_and_chats_stream_and_whole_through_the_layerwise_flow(clust
     # the Prefill prefilled (one token each), the Decode computed no prompt token: all of its KV was pushed
     assert p.metric("vllm:generation_tokens_total") == 4
     assert p.metric("vllm:prompt_tokens_total") >= prompt_tokens > 0
-    assert d.metric("vllm:prompt_tokens_total") == 0
+    assert d.metric("vllm:prompt_tokens_total") == p.metric("vllm:prompt_tokens_total")  # vLLM counts every one
+    assert d.metric("vllm:prompt_tokens_by_source_total", source="local_compute") == 0
     assert d.metric("vllm:external_prefix_cache_hits_total") == p.metric("vllm:prompt_tokens_total")
     assert p.metric("simcluster:kv_transfers_total", direction="send", outcome="ok", peer=d.addr) == 4
     assert d.metric("simcluster:kv_transfers_total", direction="recv", outcome="ok", peer=p.addr) == 4

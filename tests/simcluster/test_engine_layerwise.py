@@ -126,7 +126,9 @@ def test_the_decode_asks_the_metaserver_and_decodes_what_the_prefill_pushed(lw):
     assert metric(p["url"], "simcluster:kv_transfer_bytes_total", direction="send", peer=d["url"][7:]) == pushed
     assert metric(d["url"], "simcluster:kv_transfers_total", direction="recv", outcome="ok", peer=p["url"][7:]) == 1
     assert metric(d["url"], "vllm:external_prefix_cache_hits_total") == 300
-    assert metric(d["url"], "vllm:prompt_tokens_total") == 0  # nothing computed: the KV was pushed
+    assert metric(d["url"], "vllm:prompt_tokens_total") == 300  # vLLM counts the whole prompt ...
+    assert metric(d["url"], "vllm:prompt_tokens_by_source_total", source="local_compute") == 0  # none computed
+    assert metric(d["url"], "vllm:prompt_tokens_by_source_total", source="external_kv_transfer") == 300
     # The Decode binds the side channel, the Prefill connects to it and binds nothing of its own.
     socket.create_connection((D_HOST, d["kv_port"]), timeout=2).close()
     with socket.socket() as s:

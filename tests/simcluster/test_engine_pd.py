@@ -90,6 +90,21 @@ def test_kv_bytes_arrive_intact_and_are_freed(pd):
     assert metric(pd["d"], "vllm:generation_tokens_total", model_name="ds_r1", engine="0") == 8
 
 
+def test_a_decode_counts_pulled_prompt_tokens_as_external_kv_transfer(pd):
+    """As a real NixlConnector Decode does (docs/real-engine.md): the whole prompt in prompt_tokens_total, all of
+    it from external_kv_transfer, none computed; the Prefill computed it."""
+    params = prefill(pd["p"])["kv_transfer_params"]
+    post(pd["d"] + "/v1/completions", {"model": "ds_r1", "prompt": PROMPT, "max_tokens": 4,
+                                       "kv_transfer_params": params})
+    by_source = "vllm:prompt_tokens_by_source_total"
+    assert metric(pd["d"], "vllm:prompt_tokens_total") == 300
+    assert metric(pd["d"], by_source, source="external_kv_transfer") == 300
+    assert metric(pd["d"], by_source, source="local_compute") == 0
+    assert metric(pd["d"], by_source, source="local_cache_hit") == 0
+    assert metric(pd["p"], "vllm:prompt_tokens_total") == metric(pd["p"], by_source, source="local_compute") == 300
+    assert metric(pd["p"], by_source, source="external_kv_transfer") == 0
+
+
 def test_corrupted_transfer_is_caught(pd):
     nodestate.set_fault(pd["p_dir"], "corrupt_kv", pd["p_pid"], True)
     time.sleep(0.3)  # engines re-read faults.json every 0.2 s

@@ -1,5 +1,6 @@
 """The simulated engine answers as vLLM 0.32 answered when probed on this machine (docs/real-engine.md, "Simulator and
-real engine compared"): error bodies and status codes, the ready lines in the log, /v1/models."""
+real engine compared"): error bodies and status codes, the ready lines in the log, /v1/models, /metrics families,
+labels, help texts and buckets, and where each prompt token's KV came from."""
 
 import json
 import sys
@@ -8,11 +9,13 @@ import urllib.request
 
 import pytest
 
-from tests.simcluster.simtest_helpers import free_port, metric, sim_env, wait_http
+from tests.simcluster.simtest_helpers import free_port, metric, post, sim_env, wait_http
 
 pytestmark = pytest.mark.procs  # every test here starts an engine process
 
 HOST = "127.0.10.145"
+TTFT_BUCKETS = ["0.001", "0.005", "0.01", "0.02", "0.04", "0.06", "0.08", "0.1", "0.25", "0.5", "0.75", "1.0",
+                "2.5", "5.0", "7.5", "10.0", "20.0", "40.0", "80.0", "160.0", "640.0", "2560.0", "+Inf"]
 
 
 @pytest.fixture
@@ -93,3 +96,37 @@ def test_models_card_and_version(engine):
         "allow_sampling": True, "allow_logprobs": True, "allow_view": True, "organization": "*", "group": None}
     with urllib.request.urlopen(engine["url"] + "/version", timeout=5) as resp:
         assert set(json.loads(resp.read())) == {"version"}
+
+
+def test_metrics_exist_at_zero_with_vllms_labels_and_buckets(engine):
+    text = urllib.request.urlopen(engine["url"] + "/metrics", timeout=5).read().decode()
+    labels = 'engine="0",model_name="tiny"'
+    for family in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                   "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:prefix_cache_queries_total",
+                   "vllm:prefix_cache_hits_total", "vllm:external_prefix_cache_queries_total",
+                   "vllm:external_prefix_cache_hits_total", "vllm:num_preemptions_total",
+                   "vllm:time_to_first_token_seconds_count", "vllm:inter_token_latency_seconds_count",
+                   "vllm:e2e_request_latency_seconds_count"):
+        assert f"{family}{{{labels}}} 0.0" in text, family
+    for source in ("local_compute", "local_cache_hit", "external_kv_transfer"):
+        assert f'vllm:prompt_tokens_by_source_total{{{labels},source="{source}"}} 0.0' in text
+    for reason in ("stop", "length", "abort", "error", "repetition"):
+        assert f'vllm:request_success_total{{engine="0",finished_reason="{reason}",model_name="tiny"}} 0.0' in text
+    buckets = [line.split('le="')[1].split('"')[0] for line in text.splitlines()
+               if line.startswith("vllm:time_to_first_token_seconds_bucket")]
+    assert buckets == TTFT_BUCKETS
+    assert "# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds." in text
+    assert "# HELP vllm:num_requests_running Number of requests in model execution batches." in text
+    assert "# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source." in text
+
+
+def test_prompt_tokens_count_the_whole_prompt_split_by_source(engine):
+    url = engine["url"]
+    prompt = " ".join(f"w{i}" for i in range(300))  # 2 full blocks of 128 + a tail
+    for _ in range(2):
+        post(url + "/v1/completions", {"model": "tiny", "prompt": prompt, "max_tokens": 2})
+    assert metric(url, "vllm:prompt_tokens_total") == 600
+    # the second time the engine's prefix cache held the 2 full blocks
+    assert metric(url, "vllm:prompt_tokens_by_source_total", source="local_cache_hit") == 256
+    assert metric(url, "vllm:prompt_tokens_by_source_total", source="local_compute") == 344
+    assert metric(url, "vllm:prompt_tokens_by_source_total", source="external_kv_transfer") == 0
