@@ -19,7 +19,7 @@ PY = sys.executable
 FAKE = str(HERE / "fake_backend.py")
 
 
-def read_line(proc: subprocess.Popen, prefix: str, timeout: float = 15.0, skipped: list | None = None) -> str:
+def read_line(proc: subprocess.Popen, prefix: str, timeout: float = 60.0, skipped: list | None = None) -> str:
     """The first line `proc` prints that starts with `prefix` (read from the pipe itself: select() does not see
     lines already sitting in a file object's buffer)."""
     deadline = time.monotonic() + timeout
@@ -155,7 +155,7 @@ class Cluster:
                                 start_new_session=True)
         self.procs.append(proc)
         eng = FakeBackend(proc, ports[0], f"{role}-{ports[0]}")
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60  # a deadline: the real-engine tests may hold both cores meanwhile
         while time.monotonic() < deadline:
             try:
                 if request("GET", eng.url + "/health", timeout=1)[0] == 200:

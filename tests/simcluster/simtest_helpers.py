@@ -22,7 +22,9 @@ def sim_env(**extra):
     return env
 
 
-def wait_http(url, timeout=15.0, proc=None):
+def wait_http(url, timeout=60.0, proc=None):
+    """Until url answers. A deadline, not a wait: generous, because beside the real-engine tests (two engines keep
+    both cores busy) a simulated engine took over 15 s to start."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -87,7 +89,7 @@ def start_mooncake_master(spawn, host, log_dir):
            "--default_kv_lease_ttl", "5000", "--client_ttl", "10", "--logtostderr=true"],
           None, log_dir / f"mooncake-master-{rpc}.log")
     url = f"http://{host}:{metrics_port}/metrics"
-    wait_http(url, timeout=15)
+    wait_http(url)
     return f"{host}:{rpc}", url
 
 

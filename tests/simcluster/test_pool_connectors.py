@@ -60,7 +60,7 @@ def start_engine(spawn, log_dir, host, kv, *extra, **env):
     t0 = time.monotonic()
     proc = spawn(engine_argv(host, port, kv, *extra), engine_env(log_dir, host, **env), log_dir / f"{host}-{port}.log")
     base = f"http://{host}:{port}"
-    wait_http(base + "/health", timeout=30, proc=proc)
+    wait_http(base + "/health", proc=proc)
     return proc, base, time.monotonic() - t0
 
 

@@ -46,7 +46,7 @@ def start_proxy(spawn, log_dir, prefills, decodes):
     wait_until(lambda: line.extend(x for x in log.read_text().splitlines() if "pdproxy listening on" in x) or line,
                timeout=20, what="the proxy")
     base = line[0].split("listening on ", 1)[1].strip()
-    wait_http(base + "/health", timeout=20)
+    wait_http(base + "/health")
     return base
 
 

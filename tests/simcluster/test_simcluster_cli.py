@@ -70,7 +70,7 @@ def test_up_serves_a_pd_request_over_ssh_and_down_leaves_nothing(state_root):
                                f"--kv-transfer-config '\\''{kv}'\\''' > p.log 2>&1 < /dev/null & sleep 0.2; cat p.pid")
         assert rc == 0, err
         engine_pid = int(out.split()[0])
-        wait_http("http://127.0.10.140:7100/health", timeout=20)
+        wait_http("http://127.0.10.140:7100/health")
         rc, seen, _ = ssh_run(p0, f"ps -o user= -p {engine_pid}; ls $SIMCLUSTER_NODE_DIR")
         assert seen.split()[0] == "simnode" and "lookup_rpc_port_0_dp_rank0" in seen, seen
         rc, smi, _ = ssh_run(p0, "npu-smi info")
