@@ -88,7 +88,7 @@ def test_engine_env_keeps_every_listener_on_the_nodes_address_or_lo(plan, key, a
 
 def test_proxy_is_pdproxy_as_on_the_sim_nodes(plan):
     argv = list(_proc(plan, "proxy").launch.argv)
-    assert argv[:9] == ["pdproxy", "--host", "127.0.10.5", "--port", "1999", "--prefill", "127.0.10.1:8100",
+    assert argv[:9] == ["pdproxy", "--host", "127.0.10.5", "--port", "2001", "--prefill", "127.0.10.1:8100",
                         "--decode", "127.0.10.2:8100"]
     assert "--pd-flow" not in argv  # pull, pdproxy's default: what NixlConnector does
     assert argv[argv.index("--admin-host") + 1] == "127.0.10.5"  # sim nodes share 127.0.0.1
@@ -250,3 +250,14 @@ def test_report_starting_logs_each_engine_with_one_ssh_command_per_node(plan):
     assert logged == [("node0", "p0-dp0 starting (40 s): INFO [core.py:402] init engine took 43.25 s"),
                       ("node1", "d0-dp0 starting (40 s): (nothing logged yet)")]
     assert progress == logged
+
+
+@pytest.mark.django_db
+def test_the_example_fits_beside_the_demo_deployment_make_run_creates(deployment, make_user):
+    """`make run` keeps reference-sim (the reference topology) on the same nodes: the example must not claim its
+    proxy's ports (a fresh-clone try of `pdcp deployment create … -f examples/real-engine-1p1d.yaml` was refused)."""
+    from apps.deployments.services import deployment_create
+
+    real = deployment_create(name="real-engine-1p1d", cluster=deployment.cluster, user=make_user("operator", "op"),
+                             yaml_text=EXAMPLE.read_text())
+    assert real.active_revision is not None
