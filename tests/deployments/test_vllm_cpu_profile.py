@@ -235,21 +235,29 @@ def test_one_command_per_node_reads_every_engines_last_line(plan):
 
 
 def test_report_starting_logs_each_engine_with_one_ssh_command_per_node(plan):
-    sent, logged, progress = [], [], []
+    """Each node's line says how far its engines got, but counts no step: a fresh-clone deploy's bars read 333%
+    when every 10 s report counted one."""
+    from apps.jobs.choices import NodeStepState
+
+    sent, logged, states = [], [], []
 
     def run_many(pairs, **_):
         sent.extend(pairs)
         out = {"node0": "@@p0-dp0\nINFO [core.py:402] init engine took 43.25 s\n", "node1": "@@d0-dp0\n"}
         return [Outcome(node, cmd, CommandResult(0, out[node], "", 0.1), None) for node, cmd in pairs]
 
+    def node_state(node, state, message="", step_done=False):
+        states.append((node, state, message, step_done))
+
     run = SimpleNamespace(fleet=SimpleNamespace(run_many=run_many),
-                          ctx=SimpleNamespace(log=lambda m, node=None, **_: logged.append((node, m))),
-                          progress=lambda node, m: progress.append((node, m)))
+                          ctx=SimpleNamespace(log=lambda m, node=None, **_: logged.append((node, m)),
+                                              node_state=node_state),
+                          progress=lambda node, m: pytest.fail("a progress report is not a step done"))
     health_gate.report_starting(run, [_proc(plan, "p0-dp0"), _proc(plan, "d0-dp0")], 40)
     assert [node for node, _ in sent] == ["node0", "node1"]
     assert logged == [("node0", "p0-dp0 starting (40 s): INFO [core.py:402] init engine took 43.25 s"),
                       ("node1", "d0-dp0 starting (40 s): (nothing logged yet)")]
-    assert progress == logged
+    assert states == [(node, NodeStepState.RUNNING, m, False) for node, m in logged]
 
 
 @pytest.mark.django_db

@@ -7,6 +7,7 @@ import json
 import shlex
 import time
 
+from apps.jobs.choices import NodeStepState
 from sshexec import probe_commands as remote
 from sshexec import tail_command
 
@@ -81,7 +82,8 @@ def report_starting(run: DeploymentRun, procs: list[PlannedProcess], elapsed: in
         for p in by_node[node]:
             message = starting_line(p.key, elapsed, lines.get(p.key, ""))
             run.ctx.log(message, node=node)
-            run.progress(node, message[:200])
+            # The node's line says where it is, but no step is done: its bar must not pass 100%.
+            run.ctx.node_state(node, NodeStepState.RUNNING, message[:200])
 
 
 def last_lines_command(procs: list[PlannedProcess]) -> str:
