@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.ports import free_port
+from tests.reliability.stack_procs import stop as stop_session
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,14 +133,7 @@ def wait_ready(*engines: Engine) -> None:
 
 def stop(proc: subprocess.Popen) -> None:
     """The whole session: vLLM's EngineCore and Worker are children of the API server."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-    except ProcessLookupError:
-        return
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+    stop_session(proc, timeout=30)
 
 
 @dataclass
