@@ -59,3 +59,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         if port not in FIXED_ELSEWHERE and binds(host, port):
             return port
     raise RuntimeError(f"no free port left in {_stripe.start}-{_stripe.stop - 1} on {host}")
+
+
+def free_port_run(count: int, host: str = "127.0.0.1") -> int:
+    """The first of `count` consecutive ports of this worker's stripe that all bind on host now (a server that
+    listens on port + rank, as vLLM's data-parallel ranks publish their KV events), none given to another test."""
+    for _ in range(len(_stripe)):
+        with _lock:
+            first = _stripe[next(_next) % len(_stripe)]
+            for _ in range(count - 1):
+                next(_next)
+        ports = range(first, first + count)
+        if ports[-1] < _stripe.stop and not FIXED_ELSEWHERE.intersection(ports) and all(binds(host, p) for p in ports):
+            return first
+    raise RuntimeError(f"no {count} consecutive free ports left in {_stripe.start}-{_stripe.stop - 1} on {host}")

@@ -43,3 +43,22 @@ def test_no_test_picks_a_port_by_binding_port_0_and_letting_it_go():
         if path.name != "ports.py" and re.search(r"def \w*(free|closed)_port\b", text):
             pickers.append(str(path.relative_to(TESTS)))
     assert pickers == [], f"use tests.ports.free_port in {pickers}"
+
+
+def test_a_run_of_ports_is_consecutive_free_and_never_handed_out_again():
+    first = ports.free_port_run(3)
+    run = {first, first + 1, first + 2}
+    assert run <= set(ports._stripe) and all(ports.binds("127.0.0.1", p) for p in run)
+    later = [ports.free_port() for _ in range(20)] + [ports.free_port_run(2) for _ in range(5)]
+    assert not run & set(later), (run, later)
+
+
+def test_a_run_skips_a_start_whose_next_port_something_holds():
+    taken = socket.socket()
+    try:
+        start = ports._stripe[(next(ports._next) + 1) % len(ports._stripe)]
+        taken.bind(("127.0.0.1", start + 1))
+        first = ports.free_port_run(2)
+        assert start + 1 not in (first, first + 1)
+    finally:
+        taken.close()

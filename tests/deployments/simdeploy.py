@@ -132,6 +132,18 @@ def processes_mentioning(run_dir: str) -> list[int]:
     return found
 
 
+def log_tails(run_dir: str, lines: int = 25) -> str:
+    """The last lines of every log in the run dir (engines, proxy, ais_bench passes): what a timed-out test shows."""
+    parts = []
+    for log in sorted(Path(run_dir).rglob("*.log")):
+        try:
+            text = log.read_text(errors="replace").splitlines()[-lines:]
+        except OSError as exc:
+            text = [f"(unreadable: {exc})"]
+        parts.append(f"--- {log}\n" + "\n".join(text))
+    return "\n".join(parts) or f"(no logs in {run_dir})"
+
+
 def remove_run_dir(path: str) -> None:
     """Teardown of a test's run dir: kill what still runs there (so the next test starts clean), remove it, and
     fail the test that left anything running."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from simcluster.engine.answers import book_path, expected_correct, load_book
-from tests.deployments.simdeploy import topology_yaml
+from tests.deployments.simdeploy import log_tails, topology_yaml
 
 pytestmark = [pytest.mark.procs,
               pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(400)]
@@ -18,7 +18,7 @@ def _yaml(run_dir: str, accuracy: float) -> str:
     def edit(data):
         data["simulation"] = {"answer_book": "made-up-aime", "accuracy": accuracy, "think": True}
         for inst in data["instances"]:
-            inst["env"]["SIMCLUSTER_TIME_SCALE"] = "0.5"
+            inst["env"]["SIMCLUSTER_TIME_SCALE"] = "0.2"
 
     return topology_yaml(run_dir, edit=edit)
 
@@ -72,7 +72,7 @@ def earlier_run(sim, run_dir, monkeypatch, settings, tmp_path):
 
 
 def test_operator_runs_an_accuracy_eval_watches_it_and_compares_two_revisions(earlier_run, live_stack, browser,
-                                                                              tmp_path):
+                                                                              tmp_path, run_dir):
     from playwright.sync_api import expect
 
     from apps.evals.models import EvalRun
@@ -91,7 +91,7 @@ def test_operator_runs_an_accuracy_eval_watches_it_and_compares_two_revisions(ea
     page.select_option("#id_mode", "accuracy")
     page.fill("#id_num_warmups", "0")
     page.fill("#id_max_out_len", "512")
-    page.fill("#id_concurrency", "2")
+    page.fill("#id_concurrency", "4")
     page.click("button:text('Start the evaluation')")
     page.wait_for_url(re.compile(r"/evals/\d+/$"))
     page.wait_for_selector("#ws-state:text('live')", timeout=30000)
@@ -100,7 +100,10 @@ def test_operator_runs_an_accuracy_eval_watches_it_and_compares_two_revisions(ea
     expect(page.locator("#progress-count")).to_have_text(re.compile(r"^([1-9]\d*) / 21$"), timeout=120000)
     moving = page.locator("#progress-fill").get_attribute("style")
     page.screenshot(path=str(tmp_path / "eval-running.png"), full_page=True)
-    expect(page.locator("#run-status")).to_have_text("Succeeded", timeout=180000)
+    try:
+        expect(page.locator("#run-status")).to_have_text("Succeeded", timeout=240000)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{log_tails(run_dir)}") from None
     assert moving != "width: 100%"
 
     run = EvalRun.objects.exclude(pk=first.pk).get()

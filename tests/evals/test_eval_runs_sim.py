@@ -187,7 +187,7 @@ def test_an_endpoint_that_is_down_fails_the_run_although_ais_bench_exits_0(deplo
     assert run.log_tail
 
 
-def test_cancel_mid_run_leaves_no_process_and_resume_finishes_it(deployed):
+def test_cancel_mid_run_leaves_no_process_and_resume_finishes_it(deployed, run_dir):
     from apps.evals.models import EvalRun
     from apps.evals.services import eval_cancel, eval_resume, eval_run_create
     from apps.jobs.runner import run_job
@@ -209,11 +209,12 @@ def test_cancel_mid_run_leaves_no_process_and_resume_finishes_it(deployed):
     deadline = time.monotonic() + 120
     while EvalRun.objects.get(pk=run.pk).progress_done < 3 and time.monotonic() < deadline:
         time.sleep(0.5)
+    assert _ais_bench_processes(run_dir), "the run's ais_bench is not running: nothing to cancel"
     eval_cancel(run=EvalRun.objects.get(pk=run.pk), user=operator)
     worker.join(60)
     run = EvalRun.objects.get(pk=run.pk)
     assert run.status == "canceled", run.explanation
-    assert not _ais_bench_processes(), "ais_bench left running on the client host"
+    assert not _ais_bench_processes(run_dir), "ais_bench left running on the client host"
 
     eval_resume(run=run, user=operator)
     run_job(EvalRun.objects.get(pk=run.pk).job_id)
@@ -224,14 +225,15 @@ def test_cancel_mid_run_leaves_no_process_and_resume_finishes_it(deployed):
     assert "--reuse" in log
 
 
-def _ais_bench_processes() -> list[str]:
+def _ais_bench_processes(run_dir: str) -> list[str]:
+    """This deployment's ais_bench processes: another worker's test may be running an eval of its own meanwhile."""
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "ais_bench" in cmd and "eval_config.py" in cmd:
+        if "ais_bench" in cmd and "eval_config.py" in cmd and f"{run_dir}/" in cmd:
             found.append(cmd)
     return found
 

@@ -17,6 +17,7 @@ import zmq
 
 from simcluster.engine import textgen
 from tests.simcluster.simtest_helpers import free_port, post, sim_env, wait_http
+from tests.ports import free_port_run
 
 pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
@@ -182,9 +183,7 @@ def test_the_replay_socket_answers_what_was_published(spawn, state_root):
 
 def test_dp_ranks_publish_on_ports_offset_by_their_rank(spawn, state_root):
     host = "127.0.10.127"
-    port = free_port(host)
-    while free_port(host) == port + 1:  # make sure port + 1 looks free too
-        port = free_port(host)
+    port = free_port_run(2, host)
     url, _ = start(spawn, state_root, {"enable_kv_cache_events": True, "endpoint": f"tcp://*:{port}"}, host=host,
                    extra=["-dp", "2"], ASCEND_RT_VISIBLE_DEVICES="0,1")
     socks = [subscriber(f"tcp://{host}:{port + r}") for r in (0, 1)]
