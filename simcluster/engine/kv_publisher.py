@@ -13,6 +13,7 @@ used up and they stay in the replay buffer, as a PUB socket over its high-water 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -38,6 +39,7 @@ from simcluster.engine.kv_events import (
 
 log = logging.getLogger("simcluster.engine")
 END_SEQ = (-1).to_bytes(8, "big", signed=True)
+ANY_PORT = "tcp://*:0"  # vLLM binds VLLM_HOST_IP at a port of its choosing (here: the engine's --host)
 
 
 class PublisherError(Exception):
@@ -65,11 +67,17 @@ class KVEventPublisher:
             else:
                 self.pub.connect(local)
                 self.endpoint = local
+            replay = None
             if cfg.replay_endpoint:
                 self.replay = zmq.asyncio.Context.instance().socket(zmq.ROUTER)
                 self.replay.setsockopt(zmq.SNDHWM, 2 * (cfg.buffer_steps + 1))
                 replay = offset_endpoint(cfg.replay_endpoint, rank)
                 self.replay_endpoint = _bind(self.replay, local_endpoint(replay, host, "kv events replay endpoint"))
+            # What vLLM reports at GET /kv_event_sources: the endpoints as configured (offset by the rank), except
+            # that tcp://*:0 is reported as the address and port it bound.
+            self.source = {**dataclasses.asdict(cfg),
+                           "endpoint": self.endpoint if endpoint == ANY_PORT else endpoint,
+                           "replay_endpoint": self.replay_endpoint if replay == ANY_PORT else replay}
         except (zmq.ZMQError, EndpointError) as exc:
             self.close()
             raise PublisherError(str(exc) if isinstance(exc, EndpointError) else

@@ -450,6 +450,9 @@ def build_app(engine: Engine) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/load", load)
     app.router.add_get("/version", lambda _r: web.json_response({"version": "0.0.0+simcluster"}))
+    # vLLM's KV event publishers per DP rank ({} without --kv-events-config), a tcp://*:0 endpoint as bound
+    app.router.add_get("/kv_event_sources", lambda _r: web.json_response(
+        {str(p.rank): p.source for p in engine.kv_publishers}))
     if os.environ.get("VLLM_SERVER_DEV_MODE") == "1":  # vLLM mounts its dev routes only then
         app.router.add_post("/reset_prefix_cache", reset_prefix_cache)
     app.router.add_post("/v1/completions", lambda r: completion(r, False))

@@ -218,6 +218,25 @@ def test_a_wildcard_endpoint_binds_the_engines_own_address_only(spawn, state_roo
     assert f"binding tcp://{HOST}:{port} (the engine's --host) instead" in log.read_text()
 
 
+def test_kv_event_sources_reports_each_rank_as_vllm_does(spawn, state_root):
+    """GET /kv_event_sources: per DP rank the publisher's config, a tcp://*:0 endpoint as the address and port it
+    bound (vLLM's ZmqEventPublisher._bind), a fixed one as configured and offset by the rank."""
+    port = free_port_run(2, HOST)
+    url, _ = start(spawn, state_root, {"enable_kv_cache_events": True, "endpoint": "tcp://*:0",
+                                       "replay_endpoint": f"tcp://*:{port}", "topic": "kv"},
+                   host=HOST, extra=["-dp", "2"], ASCEND_RT_VISIBLE_DEVICES="0,1")
+    with urllib.request.urlopen(url + "/kv_event_sources", timeout=10) as answer:
+        got = json.loads(answer.read())
+    assert sorted(got) == ["0", "1"]
+    bound = [got[r]["endpoint"] for r in ("0", "1")]
+    assert all(e.startswith(f"tcp://{HOST}:") and not e.endswith(":0") for e in bound) and bound[0] != bound[1]
+    assert [got[r]["replay_endpoint"] for r in ("0", "1")] == [f"tcp://*:{port}", f"tcp://*:{port + 1}"]
+    assert {k: v for k, v in got["0"].items() if "endpoint" not in k} == {
+        "enable_kv_cache_events": True, "publisher": "zmq", "buffer_steps": 10000, "hwm": 100000,
+        "max_queue_size": 100000, "topic": "kv"}
+    assert listening(int(bound[0].rsplit(":", 1)[1])) == {HOST}
+
+
 def test_an_endpoint_naming_a_host_is_connected_to_as_vllm_does(spawn, state_root):
     port = free_port(HOST)
     sub = zmq.Context.instance().socket(zmq.SUB)  # the subscriber binds; the engine's PUB connects to it
