@@ -47,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default 4 Mi)")
     b.add_argument("--kv-events", nargs="+", action="extend", metavar="SPEC", help="cache_aware: subscribe to the "
                    "engines' KV cache events (vLLM --kv-events-config): HOST:PORT=tcp://H:P[|tcp://H:REPLAY][,...] "
-                   "per instance (one endpoint per DP rank), or a template like tcp://{host}:5557 for the others")
+                   "per instance (one endpoint per DP rank), or a template like tcp://{host}:5557 for the others; "
+                   "`discover` (alone, or as HOST:PORT=discover) asks each instance's GET /kv_event_sources, where "
+                   "vLLM reports the port a tcp://*:0 endpoint bound")
     b.add_argument("--kv-events-topic", help="cache_aware: the publishers' topic (default: every topic)")
     b.add_argument("--tokenizer", metavar="DIR", help="cache_aware with --kv-events: the model's tokenizer "
                    "directory (tokenizer.json, tokenizer_config.json)")

@@ -69,18 +69,28 @@ class Endpoint:
 
 
 _SPEC = re.compile(r"^(?:(?P<addr>[^=\s]+:\d+)=)?(?P<endpoints>\S+)$")
+DISCOVER = "discover"  # ask the instance where it publishes: its GET /kv_event_sources (kv_sources.py)
 
 
-def parse_specs(specs: list[str]) -> tuple[dict[str, list[Endpoint]], list[Endpoint] | None]:
+def parse_specs(specs: list[str]) -> tuple[dict[str, list[Endpoint] | str], list[Endpoint] | str | None]:
     """`--kv-events` entries: `HOST:PORT=ENDPOINTS` for one instance, or `ENDPOINTS` with {host} and {port} (the
     instance's API host and port) for every other one. ENDPOINTS: one `tcp://H:P` per DP rank the instance runs,
-    comma-separated, each optionally `|tcp://H:R` naming its replay endpoint. ValueError names a bad entry."""
-    explicit: dict[str, list[Endpoint]] = {}
+    comma-separated, each optionally `|tcp://H:R` naming its replay endpoint; or `discover`: the endpoints the
+    instance reports at GET /kv_event_sources. ValueError names a bad entry."""
+    explicit: dict[str, list[Endpoint] | str] = {}
     template = None
     for spec in specs:
         m = _SPEC.match(spec.strip())
         if not m:
             raise ValueError(f"kv_events: not HOST:PORT=ENDPOINT nor an endpoint template: {spec!r}")
+        if m["endpoints"] == DISCOVER:
+            if m["addr"]:
+                explicit[m["addr"]] = DISCOVER
+            elif template is not None:
+                raise ValueError("kv_events: give one endpoint template at most")
+            else:
+                template = DISCOVER
+            continue
         endpoints = []
         for part in m["endpoints"].split(","):
             pub, _, replay = part.partition("|")
@@ -110,26 +120,37 @@ class ExactView:
         self.topic = topic
         self.tokens = tokens  # PromptTokens (prompt_tokens.py)
         self.subs: dict[str, list] = {}
+        self.finders: dict[str, object] = {}  # addr -> kv_sources.SourceFinder, for `discover` instances
 
-    def endpoints(self, addr: str) -> list[Endpoint]:
+    def endpoints(self, addr: str) -> list[Endpoint] | str:
         if addr in self.explicit:
             return self.explicit[addr]
-        if self.template is None:
-            return []
+        if self.template is None or self.template == DISCOVER:
+            return self.template or []
         host, _, port = addr.rpartition(":")
         return [Endpoint(e.pub.format(host=host, port=port), e.replay.format(host=host, port=port) if e.replay
                          else None) for e in self.template]
 
     def sync(self, backends) -> None:
         from .kv_events import Subscriber
+        from .kv_sources import SourceFinder
 
-        live = {b.addr for b in backends}
-        for addr in live - self.subs.keys():
+        live = {b.addr: b for b in backends}
+        for addr in live.keys() - self.subs.keys():
+            endpoints = self.endpoints(addr)
+            if endpoints == DISCOVER:  # subscribed once the instance says where it publishes
+                self.subs[addr] = []
+                self.finders[addr] = finder = SourceFinder(self, live[addr])
+                finder.start()
+                continue
             self.subs[addr] = [Subscriber(e.pub, e.replay, self.topic, f"{addr} rank {r}")
-                               for r, e in enumerate(self.endpoints(addr))]
+                               for r, e in enumerate(endpoints)]
             for s in self.subs[addr]:
                 s.start()
-        for addr in self.subs.keys() - live:
+        for addr in self.subs.keys() - live.keys():
+            finder = self.finders.pop(addr, None)
+            if finder is not None:
+                finder.stop()
             for s in self.subs.pop(addr):
                 s.stop()
 
@@ -146,6 +167,9 @@ class ExactView:
                 if any(s.live for s in subs)}
 
     def close(self) -> None:
+        for finder in self.finders.values():
+            finder.stop()
+        self.finders.clear()
         for subs in self.subs.values():
             for s in subs:
                 s.stop()

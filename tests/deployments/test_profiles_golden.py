@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from apps.deployments.topology import build_plan, plan_to_text, spec_from_dict
+from apps.deployments.topology import build_plan, plan_to_text, spec_from_dict, validate_topology
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -396,6 +396,34 @@ def test_kv_events_render_each_prefills_publishers_and_the_proxys_subscriptions(
     assert parse_specs(cfg.kv_events)[0] == {"127.0.10.1:7100": [
         Endpoint("tcp://127.0.10.1:5557", "tcp://127.0.10.1:5600"), Endpoint("tcp://127.0.10.2:5558", "tcp://127.0.10.2:5601")]}
     assert cfg.prefill == ["127.0.10.1:7100"]
+
+
+@pytest.mark.parametrize("profile", ["vllm-ascend", "sim"])
+def test_kv_events_on_port_0_let_each_engine_pick_and_the_proxy_ask(fixed_data, nodes, profile, tmp_path):
+    """port 0: every Prefill publishes on tcp://*:0 (its node's address, a port of its choosing; nothing to plan or
+    clash) and the proxy asks each --prefill API server at GET /kv_event_sources."""
+    from pdproxy.cli import config_from_args
+    from pdproxy.kv_index import DISCOVER, parse_specs
+    from simcluster.engine.kv_events import parse_config
+
+    fixed_data["launch_profile"] = profile
+    fixed_data["proxy"].update(policy="cache_aware", kv_events={"port": 0, "replay_port": 0})
+    for inst in fixed_data["instances"]:
+        if "--no-enable-prefix-caching" in inst.get("extra_args", []):
+            inst["extra_args"].remove("--no-enable-prefix-caching")
+    spec = spec_from_dict(fixed_data)
+    assert validate_topology(spec, nodes) == []
+    plan = build_plan(spec, nodes)
+    configs = {p.key: p.launch.argv[p.launch.argv.index("--kv-events-config") + 1]
+               for p in plan.processes if "--kv-events-config" in p.launch.argv}
+    assert configs and all(parse_config(c).endpoint == parse_config(c).replay_endpoint == "tcp://*:0"
+                           for c in configs.values())
+    argv = next(p for p in plan.processes if p.role == "proxy").launch.argv
+    prefills = argv[argv.index("--prefill") + 1:argv.index("--decode")]
+    assert list(argv[argv.index("--kv-events") + 1:argv.index("--tokenizer")]) == [f"{a}=discover" for a in prefills]
+    (tmp_path / "tokenizer.json").write_text("{}")
+    cfg = config_from_args([*argv[argv.index("--host"):argv.index("--tokenizer")], "--tokenizer", str(tmp_path)])
+    assert parse_specs(cfg.kv_events)[0] == dict.fromkeys(prefills, DISCOVER)
 
 
 def test_without_kv_events_nothing_publishes_or_subscribes(fixed_data, nodes):

@@ -294,12 +294,15 @@ def test_proxy_kv_events_is_optional_and_round_trips(fixed_data):
     assert spec.proxy.kv_events == KvEventsSpec(port=6557, replay_port=6600)
     assert spec_to_dict(spec)["proxy"]["kv_events"] == {"port": 6557, "replay_port": 6600}
     assert spec_from_yaml(spec_to_yaml(spec)) == spec
+    fixed_data["proxy"]["kv_events"] = {"port": 0, "replay_port": 0}  # ports the engines pick
+    spec = spec_from_dict(fixed_data)
+    assert spec.proxy.kv_events == KvEventsSpec(port=0, replay_port=0) and spec_from_yaml(spec_to_yaml(spec)) == spec
 
 
 def test_proxy_kv_events_errors_name_the_field(fixed_data):
     fixed_data["proxy"]["kv_events"] = {"port": 70000, "replay": 5558}
     errors = errors_of(fixed_data)
-    assert errors["proxy.kv_events.port"] == "expected a port number 1-65535, got 70000"
+    assert errors["proxy.kv_events.port"] == "expected a port number 0-65535, got 70000"  # 0: the engine picks
     assert errors["proxy.kv_events.replay"] == "unknown field; known fields: port, replay_port"
     fixed_data["proxy"]["kv_events"] = True
     assert errors_of(fixed_data)["proxy.kv_events"] == "expected a mapping, got True"

@@ -66,10 +66,13 @@ def test_example_validates_and_runs_engines_then_the_proxy(plan):
                                                       ("d0-dp0", "127.0.10.2", "kv_consumer")])
 def test_engine_argv(plan, key, address, role):
     argv = list(_proc(plan, key).launch.argv)
-    assert argv == [ENGINE, "serve", MODEL, "--host", address, "--port", "8100", "--tensor-parallel-size", "1",
-                    "--served-model-name", "tiny", "--max-model-len", "1024", "--max-num-seqs", "8",
-                    "--kv-transfer-config", argv[-1]]
-    assert json.loads(argv[-1]) == {"kv_connector": "NixlConnector", "kv_role": role, "kv_buffer_device": "cpu"}
+    transfer = argv.index("--kv-transfer-config") + 1
+    assert argv[:transfer + 1] == [ENGINE, "serve", MODEL, "--host", address, "--port", "8100",
+                                   "--tensor-parallel-size", "1", "--served-model-name", "tiny", "--max-model-len",
+                                   "1024", "--max-num-seqs", "8", "--kv-transfer-config", argv[transfer]]
+    assert json.loads(argv[transfer]) == {"kv_connector": "NixlConnector", "kv_role": role, "kv_buffer_device": "cpu"}
+    # the example's cache_aware reads the Prefill's KV events (test_kv_events_on_ports_the_engine_picks...)
+    assert argv[transfer + 1:] == (["--kv-events-config", argv[-1]] if role == "kv_producer" else [])
 
 
 @pytest.mark.parametrize(("key", "address"), [("p0-dp0", "127.0.10.1"), ("d0-dp0", "127.0.10.2")])
@@ -95,6 +98,22 @@ def test_proxy_is_pdproxy_as_on_the_sim_nodes(plan):
     assert dict(_proc(plan, "proxy").launch.env) == {}
 
 
+def test_kv_events_on_ports_the_engine_picks_and_the_proxy_asks_for(data):
+    """proxy.kv_events with port 0: the Prefill publishes on tcp://*:0, which vLLM binds on VLLM_HOST_IP (the node's
+    address) at a port of its choosing, and the proxy asks the engine where (pdproxy --kv-events HOST:PORT=discover)."""
+    data["proxy"].update(policy="cache_aware", kv_events={"port": 0, "replay_port": 0})
+    assert _problems(data) == []
+    plan = build_plan(spec_from_dict(data), reference_inventory())
+    argv = list(_proc(plan, "p0-dp0").launch.argv)
+    assert json.loads(argv[argv.index("--kv-events-config") + 1]) == {
+        "enable_kv_cache_events": True, "publisher": "zmq", "endpoint": "tcp://*:0", "replay_endpoint": "tcp://*:0"}
+    assert dict(_proc(plan, "p0-dp0").launch.env)["VLLM_HOST_IP"] == "127.0.10.1"
+    assert "--kv-events-config" not in _proc(plan, "d0-dp0").launch.argv
+    proxy = list(_proc(plan, "proxy").launch.argv)
+    assert proxy[proxy.index("--kv-events"):proxy.index("--kv-events") + 4] == [
+        "--kv-events", "127.0.10.1:8100=discover", "--tokenizer", MODEL]
+
+
 def test_a_non_loopback_node_uses_its_nic_and_the_operators_env_and_engine_id(data):
     nodes = {n: NodeFacts(n, f"10.0.0.{i}", frozenset(), 0, "ens3") for i, n in enumerate(("node0", "node1", "proxy"))}
     data["instances"][0]["env"] = {"VLLM_CPU_KVCACHE_SPACE": "4", "OMP_NUM_THREADS": "2"}
@@ -103,7 +122,8 @@ def test_a_non_loopback_node_uses_its_nic_and_the_operators_env_and_engine_id(da
     p0 = _proc(plan, "p0-dp0")
     assert p0.launch.env["GLOO_SOCKET_IFNAME"] == p0.launch.env["UCX_NET_DEVICES"] == "ens3"
     assert p0.launch.env["VLLM_CPU_KVCACHE_SPACE"] == "4" and p0.launch.env["OMP_NUM_THREADS"] == "2"
-    assert json.loads(p0.launch.argv[-1])["engine_id"] == "p0-engine"
+    argv = p0.launch.argv
+    assert json.loads(argv[argv.index("--kv-transfer-config") + 1])["engine_id"] == "p0-engine"
     assert _proc(plan, "proxy").launch.argv[_proc(plan, "proxy").launch.argv.index("--admin-host") + 1] == "127.0.0.1"
 
 
@@ -129,7 +149,10 @@ def test_the_same_nodes_without_npus_are_refused_for_vllm_ascend(data):
     (lambda d: d.update(kv_pool={"backend": "mooncake", "node": "proxy", "rpc_port": 50088, "metrics_port": 9003,
                                  "segment_size": "1GB"}), "kv_pool", "no CPU KV pool"),
     (lambda d: d.update(store={"servers": [{"node": "proxy", "port": 11211}]}), "store", "stand-in"),
-    (lambda d: d["proxy"].update(policy="cache_aware", kv_events={"port": 5557}), "proxy.kv_events", "wildcard"),
+    (lambda d: d["proxy"].update(policy="cache_aware", kv_events={"port": 5557}), "proxy.kv_events.port",
+     "every interface"),
+    (lambda d: d["proxy"].update(policy="cache_aware", kv_events={"port": 0, "replay_port": 5558}),
+     "proxy.kv_events.replay_port", "replay port tcp://*:5558"),
     (lambda d: d.update(simulation={"answer_book": "made-up-aime"}), "simulation", "simulated model"),
     (lambda d: d["instances"][0].update(devices=[0]), "instances[0].devices", "no NPU dies"),
     (lambda d: d["instances"][0].update(env={"VLLM_HOST_IP": "0.0.0.0"}), "instances[0].env.VLLM_HOST_IP",

@@ -47,7 +47,7 @@ def engine(cluster, role="prefill", *, replay=True, events=True, node_dir=None, 
             "--served-model-name", MODEL, "--kv-transfer-config", json.dumps(kv), "--num-gpu-blocks-override", "12"]
     if events:
         config = {"enable_kv_cache_events": True, "endpoint": f"tcp://*:{ev}"}
-        if rp:
+        if rp is not None:
             config["replay_endpoint"] = f"tcp://*:{rp}"
         argv += ["--kv-events-config", json.dumps(config)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ASCEND_RT_VISIBLE_DEVICES": "0", "SIMCLUSTER_TIME_SCALE": "0.05",
@@ -58,7 +58,7 @@ def engine(cluster, role="prefill", *, replay=True, events=True, node_dir=None, 
                             start_new_session=True)
     cluster.procs.append(proc)
     eng = Engine(proc, port, f"{role}-{port}", ev, rp, kv_port)
-    assert wait_until(lambda: _healthy(eng.url), timeout=15), f"engine {eng.addr} did not start"
+    assert wait_until(lambda: _healthy(eng.url), timeout=60), f"engine {eng.addr} did not start"  # a deadline
     return eng
 
 

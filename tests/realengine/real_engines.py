@@ -107,11 +107,19 @@ class Engine:
         return sum(int(n) for n in out.stdout.split()) / 1024
 
 
-def start_engine(role: str, address: str, log: Path, *, port: int = 8100, side_channel_port: int = 5600) -> Engine:
+# What the vllm-cpu profile renders for kv_events {port: 0, replay_port: 0}: both sockets on VLLM_HOST_IP, at ports
+# the engine picks and reports at GET /kv_event_sources
+KV_EVENTS = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": "tcp://*:0", "replay_endpoint": "tcp://*:0"}
+
+
+def start_engine(role: str, address: str, log: Path, *, port: int = 8100, side_channel_port: int = 5600,
+                 kv_events: bool = False) -> Engine:
     kv = {"kv_connector": "NixlConnector", "kv_role": "kv_producer" if role == "prefill" else "kv_consumer",
           "kv_buffer_device": "cpu"}
     argv = [str(VLLM), "serve", str(MODEL_DIR), "--served-model-name", SERVED, "--host", address, "--port", str(port),
             "--max-model-len", "1024", "--max-num-seqs", "8", "--kv-transfer-config", json.dumps(kv)]
+    if kv_events:
+        argv += ["--kv-events-config", json.dumps(KV_EVENTS)]
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd="/", start_new_session=True,
                                 env=engine_env(address, side_channel_port))
@@ -146,10 +154,10 @@ class Proxy:
         return f"http://127.0.0.1:{self.port}"
 
 
-def start_proxy(prefill: Engine, decode: Engine) -> Proxy:
+def start_proxy(prefill: Engine, decode: Engine, *extra: str) -> Proxy:
     port = free_port()
     argv = [sys.executable, "-m", "pdproxy", "--host", "127.0.0.1", "--port", str(port), "--prefill", prefill.addr,
-            "--decode", decode.addr, "--log-level", "WARNING"]
+            "--decode", decode.addr, "--log-level", "WARNING", *extra]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     proxy = Proxy(proc, port)
 

@@ -10,7 +10,9 @@ import json
 import pytest
 
 from tests.pdproxy.proxy_procs import request, sse_events
+from tests.waiting import wait_until
 from tests.realengine.real_engines import (
+    MODEL_DIR,
     PROMPT,
     SERVED,
     require_install,
@@ -28,7 +30,7 @@ pytestmark = [pytest.mark.procs, pytest.mark.real_engine]
 def real_pd(tmp_path_factory):
     require_install()
     logs = tmp_path_factory.mktemp("real-engines")
-    prefill = start_engine("prefill", "127.0.20.1", logs / "prefill.log")
+    prefill = start_engine("prefill", "127.0.20.1", logs / "prefill.log", kv_events=True)
     decode = start_engine("decode", "127.0.20.2", logs / "decode.log")
     proxy = None
     try:
@@ -112,3 +114,43 @@ def test_the_engines_start_within_the_budget(real_pd):
     for engine in (prefill, decode):
         print(f"{engine.role}: ready after {engine.ready_after:.0f} s, {engine.rss_mb():.0f} MB resident")
         assert engine.rss_mb() < 6000
+
+
+def test_cache_aware_subscribes_to_the_real_prefills_kv_events(real_pd):
+    """The Prefill publishes on tcp://*:0 (VLLM_HOST_IP, a port it picks); a cache_aware proxy with `--kv-events
+    discover` finds it at GET /kv_event_sources, indexes the blocks the engine stores, and routes by them: the
+    engine's block hashes are its own, the proxy matches them by the tokens it cuts with the model's tokenizer."""
+    prefill, decode, _ = real_pd
+    sources = json.loads(request("GET", prefill.url + "/kv_event_sources")[2])
+    assert list(sources) == ["0"]
+    endpoint = sources["0"]["endpoint"]
+    assert endpoint.startswith("tcp://127.0.20.1:") and not endpoint.endswith(":0"), sources
+    assert sources["0"]["replay_endpoint"].startswith("tcp://127.0.20.1:")
+    # the simulator answers alike (tests/simcluster/test_engine_kv_events.py)
+    assert set(sources["0"]) == {"enable_kv_cache_events", "publisher", "endpoint", "replay_endpoint",
+                                 "buffer_steps", "hwm", "max_queue_size", "topic"}
+    proxy = start_proxy(prefill, decode, "--prefill-policy", "cache_aware", "--decode-policy", "least_conn",
+                        "--kv-events", "discover", "--tokenizer", str(MODEL_DIR))
+    try:
+        def blocks() -> float | None:
+            for line in request("GET", proxy.url + "/metrics")[2].decode().splitlines():
+                if line.startswith("pdproxy_cache_aware_kv_blocks{") and prefill.addr in line:
+                    return float(line.rsplit(" ", 1)[1])
+            return None
+
+        wait_until(lambda: blocks() is not None, timeout=60, what="the proxy to subscribe to the real Prefill")
+        before = blocks()
+        document = " ".join(f"block{i % 37} of the shared document about prefill and decode" for i in range(24))
+        body = {"model": SERVED, "prompt": document, "max_tokens": 2, "temperature": 0}
+        status, headers, raw = request("POST", proxy.url + "/v1/completions", body, timeout=120)
+        assert status == 200 and headers["x-pd-prefill"] == prefill.addr, raw[:500]
+        wait_until(lambda: blocks() >= before + 2, timeout=30, what="the Prefill's BlockStored events")
+        status, _, raw = request("POST", proxy.url + "/v1/completions", {**body, "prompt": document + " again"},
+                                 timeout=120)
+        assert status == 200, raw[:500]
+        picks = sum(float(line.rsplit(" ", 1)[1])
+                    for line in request("GET", proxy.url + "/metrics")[2].decode().splitlines()
+                    if line.startswith("pdproxy_cache_aware_picks_total{") and 'reason="kv_events"' in line)
+        assert picks == 1, "the second request was not routed by the Prefill's KV events"
+    finally:
+        stop(proxy.proc)

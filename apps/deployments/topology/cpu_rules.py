@@ -1,5 +1,5 @@
 """What a `vllm-cpu` topology must be in this first version (profiles/vllm_cpu.py, docs/real-engine.md): one engine
-process per instance, NixlConnector's pull flow, no KV pool, no KV events, no NPU dies. Each rule names the field and
+process per instance, NixlConnector's pull flow, no KV pool, KV events only on ports the engine picks, no NPU dies. Each rule names the field and
 the fix. The simulation block, which only the simulator reads, is refused by engine_rules.simulation_rules."""
 
 from __future__ import annotations
@@ -42,7 +42,12 @@ def cpu_rules(spec: TopologySpec, out: list[Problem]) -> None:
     if spec.store:
         out.append(Problem("store", f"store is the simulator's stand-in for MemCache; the {PROFILE} profile has no "
                            "KV pool for it to serve", "remove store"))
-    if spec.proxy.kv_events:
-        out.append(Problem("proxy.kv_events", "vLLM 0.32 binds its KV events publisher on a wildcard address "
-                           "unless the endpoint is tcp://*:0 (a port of its choosing), which pdproxy cannot discover "
-                           "yet", "remove proxy.kv_events (use policy least_conn or round_robin)"))
+    events = spec.proxy.kv_events
+    if events:
+        for field, value in (("port", events.port), ("replay_port", events.replay_port)):
+            if value:
+                out.append(Problem(f"proxy.kv_events.{field}", f"vLLM binds its KV events {field.replace('_', ' ')} "
+                                   f"tcp://*:{value} on every interface of the node; the {PROFILE} profile keeps "
+                                   "every listener on the node's address",
+                                   f"set {field}: 0: the engine binds a port of its choosing on the node's address "
+                                   "and the proxy asks it where (GET /kv_event_sources)"))

@@ -122,7 +122,7 @@ def _show(value: Any) -> str:
 
 def _int_kind(minimum: int, maximum: int | None) -> str:
     if maximum == 65535:
-        return "a port number 1-65535"
+        return f"a port number {minimum}-65535"
     if maximum is not None:
         return f"an integer {minimum}-{maximum}"
     return "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
@@ -501,7 +501,9 @@ def _kv_events(errors, data) -> KvEventsSpec | None:
     if data is None:
         return None
     r = _Reader(errors, data, "proxy.kv_events", (), ("port", "replay_port"))
-    return KvEventsSpec(port=r.port("port", 5557), replay_port=r.port("replay_port", None))
+    # 0: tcp://*:0, a port the engine picks on its node's address, which the proxy asks it for (docs/kv-events.md)
+    return KvEventsSpec(port=r.integer("port", 5557, minimum=0, maximum=65535),
+                        replay_port=r.integer("replay_port", None, minimum=0, maximum=65535))
 
 
 def _bench(errors, data) -> BenchClientSpec:

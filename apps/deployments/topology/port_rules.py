@@ -65,7 +65,7 @@ def listener_claims(spec: TopologySpec, nodes: dict[str, NodeFacts]) -> list[Lis
             for node in inst.span:
                 for base, what, field in ((events.port, "KV events", "port"),
                                           (events.replay_port, "KV events replay", "replay_port")):
-                    if base is not None:
+                    if base:  # 0: a port the engine picks, nothing to plan
                         window = ports.kv_events_ports(base, inst, node)
                         add(node, window, f"{inst.name} {what} port{'s' if len(window) > 1 else ''}",
                             f"proxy.kv_events.{field}")

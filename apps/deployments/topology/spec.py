@@ -196,7 +196,9 @@ class StoreSpec:
 class KvEventsSpec:
     """cache_aware's exact view (pdproxy/README.md "Cache-aware routing", docs/kv-events.md): every Prefill engine
     publishes its KV cache events (vLLM --kv-events-config) on tcp://*:port + its global DP rank, and answers replay
-    requests on replay_port + rank (None: no replay socket); the proxy subscribes to each. Absent: off."""
+    requests on replay_port + rank (None: no replay socket); the proxy subscribes to each. Absent: off. Port 0:
+    tcp://*:0, a port each engine picks on its node's address (VLLM_HOST_IP), which the proxy asks the engine for
+    at GET /kv_event_sources (pdproxy --kv-events HOST:PORT=discover)."""
 
     port: int = 5557  # vLLM's default endpoint tcp://*:5557
     replay_port: int | None = None

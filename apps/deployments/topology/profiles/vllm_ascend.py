@@ -293,6 +293,9 @@ def kv_events_specs(spec: TopologySpec, nodes) -> list[str]:
     for inst in (i for i in spec.instances if i.role == "prefill"):
         slots = ports.engine_slots(inst)
         for api in (s for s in slots if s.api_port is not None):
+            if events.port == 0 or events.replay_port == 0:  # tcp://*:0: the engines pick, the proxy asks them
+                out.append(f"{nodes[api.node].address}:{api.api_port}=discover")
+                continue
             served = slots if inst.dp_style == "internal" else [api]  # internal DP: one API over every node's ranks
             endpoints = []
             for slot in served:

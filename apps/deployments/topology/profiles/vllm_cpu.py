@@ -7,8 +7,8 @@ measured, zero wildcard listeners and zero non-loopback connects). No NPU env, n
 pool. The proxy is our pdproxy as the sim nodes run it; it works unchanged against NixlConnector engines.
 
 What a first version leaves out, checked by topology/cpu_rules.py: TP and DP above 1, the layerwise connector, a KV
-pool or store, and proxy.kv_events (vLLM 0.32's publisher binds a wildcard unless its endpoint is tcp://*:0, whose
-port pdproxy cannot discover yet).
+pool or store, and proxy.kv_events on fixed ports (vLLM binds tcp://*:PORT on every interface; port 0 renders
+tcp://*:0, which binds VLLM_HOST_IP, and the proxy asks the engine where: pdproxy/kv_sources.py).
 """
 
 from __future__ import annotations
