@@ -5,7 +5,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -16,15 +15,6 @@ from tests.ports import free_port
 
 MODEL = "sim-model"
 BS = 128
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    dest = tmp_path_factory.mktemp("tok")
-    done = subprocess.run([sys.executable, "-m", "simcluster.tokenizer_dir", str(dest)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0, done.stderr
-    return str(dest)
 
 
 class Engine(FakeBackend):

@@ -8,8 +8,8 @@ import signal
 
 import pytest
 
-from tests.pdproxy.test_kv_events import ask, doc, engine, kv_blocks, picks, tokenizer  # noqa: F401 (a fixture)
 from tests.pdproxy.proxy_procs import request, wait_until
+from tests.pdproxy.test_kv_events import ask, doc, engine, kv_blocks, picks
 from tests.ports import free_port
 
 MODEL = "sim-model"

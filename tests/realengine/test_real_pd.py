@@ -10,7 +10,6 @@ import json
 import pytest
 
 from tests.pdproxy.proxy_procs import request, sse_events
-from tests.waiting import wait_until
 from tests.realengine.real_engines import (
     MODEL_DIR,
     PROMPT,
@@ -22,6 +21,7 @@ from tests.realengine.real_engines import (
     stop,
     wait_ready,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.procs, pytest.mark.real_engine]
 

@@ -16,8 +16,8 @@ import pytest
 import zmq
 
 from simcluster.engine import textgen
-from tests.simcluster.simtest_helpers import free_port, post, sim_env, wait_http
 from tests.ports import free_port_run
+from tests.simcluster.simtest_helpers import free_port, post, sim_env, wait_http
 
 pytestmark = pytest.mark.procs  # every test here starts processes or servers
 
