@@ -7,7 +7,7 @@ import logging
 from typing import NamedTuple
 
 from .backend_pool import Backend, BackendPool
-from .http_client import BackendError, build_request, open_connection
+from .http_client import BackendError, http_get
 
 log = logging.getLogger("pdproxy.health")
 
@@ -19,22 +19,13 @@ class ProbeFailure(NamedTuple):
 
 async def probe(backend: Backend, path: str, timeout: float) -> ProbeFailure | None:
     """None when the instance answered 2xx on `path`, else why it did not."""
-    loop = asyncio.get_running_loop()
-    conn = None
     try:
-        conn = await open_connection(loop, backend.host, backend.port, timeout)
-        conn.send(build_request(b"GET", path.encode(), backend.host_header, b"",
-                                [(b"Connection", b"close")]), timeout)
-        await conn.read_head()
-        await conn.read_body(timeout)
-        if 200 <= conn.status < 300:
-            return None
-        return ProbeFailure(f"health check {path} answered HTTP {conn.status}", False)
+        status, _ = await http_get(backend, path, timeout)
     except BackendError as exc:
         return ProbeFailure(f"health check: {exc.reason}", exc.kind == "timeout")
-    finally:
-        if conn is not None:
-            conn.close()
+    if 200 <= status < 300:
+        return None
+    return ProbeFailure(f"health check {path} answered HTTP {status}", False)
 
 
 class HealthChecker:

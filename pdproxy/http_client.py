@@ -258,3 +258,17 @@ def build_request(method: bytes, path: bytes, host_header: bytes, body: bytes, e
     parts.append(b"\r\n")
     parts.append(body)
     return b"".join(parts)
+
+
+async def http_get(backend, path: str, timeout: float) -> tuple[int, bytes]:
+    """One GET to an instance on a connection of its own (health checks, /kv_event_sources): status and body.
+    Raises BackendError."""
+    conn = await open_connection(asyncio.get_running_loop(), backend.host, backend.port, timeout)
+    try:
+        conn.send(build_request(b"GET", path.encode(), backend.host_header, b"", [(b"Connection", b"close")]),
+                  timeout)
+        await conn.read_head()
+        body = await conn.read_body(timeout)
+        return conn.status, body
+    finally:
+        conn.close()

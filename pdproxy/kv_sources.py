@@ -19,7 +19,7 @@ import json
 import logging
 import time
 
-from .http_client import BackendError, build_request, open_connection
+from .http_client import BackendError, http_get
 from .kv_index import Endpoint
 
 log = logging.getLogger("pdproxy.kv_events")
@@ -69,22 +69,13 @@ def _own_host(endpoint: str, host: str) -> str:
 
 
 async def fetch_sources(backend, timeout: float = TIMEOUT_S) -> list[tuple[Endpoint, str]]:
-    loop = asyncio.get_running_loop()
-    conn = None
     try:
-        conn = await open_connection(loop, backend.host, backend.port, timeout)
-        conn.send(build_request(b"GET", PATH.encode(), backend.host_header, b"", [(b"Connection", b"close")]),
-                  timeout)
-        await conn.read_head()
-        body = await conn.read_body(timeout)
-        if conn.status != 200:
-            raise SourcesError(f"{PATH} answered HTTP {conn.status}")
-        return parse_sources(body, backend.host)
+        status, body = await http_get(backend, PATH, timeout)
     except BackendError as exc:
         raise SourcesError(f"{PATH}: {exc.reason}") from None
-    finally:
-        if conn is not None:
-            conn.close()
+    if status != 200:
+        raise SourcesError(f"{PATH} answered HTTP {status}")
+    return parse_sources(body, backend.host)
 
 
 class SourceFinder:
@@ -94,7 +85,6 @@ class SourceFinder:
         self.view, self.backend, self.addr = view, backend, backend.addr
         self.known: list[tuple[Endpoint, str]] | None = None
         self.problem = ""
-        self.asked = 0
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -126,7 +116,6 @@ class SourceFinder:
             await asyncio.sleep(POLL_S)
 
     async def _ask(self) -> list[tuple[Endpoint, str]] | None:
-        self.asked += 1
         try:
             found = await fetch_sources(self.backend)
         except SourcesError as exc:

@@ -198,6 +198,12 @@ class Cluster:
                     f.close()
 
 
+def kv_blocks(metrics_page: str) -> dict[str, float]:
+    """pdproxy_cache_aware_kv_blocks per backend (present only for instances whose publisher is connected)."""
+    return {line.split('backend="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+            for line in metrics_page.splitlines() if line.startswith("pdproxy_cache_aware_kv_blocks{")}
+
+
 def sse_events(raw: bytes) -> list:
     """Parsed `data:` events of an SSE body; '[DONE]' kept as the string."""
     out = []

@@ -11,6 +11,7 @@ import pytest
 
 from simcluster import nodestate
 from tests.pdproxy.proxy_procs import PY, ROOT, FakeBackend, request, wait_until
+from tests.pdproxy.proxy_procs import kv_blocks as blocks_in
 from tests.ports import free_port
 
 MODEL = "sim-model"
@@ -70,12 +71,7 @@ def ask(url: str, prompt: str, **kw):
 
 
 def kv_blocks(proxy) -> dict[str, float]:
-    """pdproxy_cache_aware_kv_blocks per backend (present only for instances whose publisher is connected)."""
-    out = {}
-    for line in proxy.metrics().splitlines():
-        if line.startswith("pdproxy_cache_aware_kv_blocks{"):
-            out[line.split('backend="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
-    return out
+    return blocks_in(proxy.metrics())
 
 
 def picks(proxy, reason) -> float:

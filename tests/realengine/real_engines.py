@@ -29,6 +29,8 @@ VLLM = HOME / "bin" / "vllm"
 MODEL_DIR = HOME / "models" / "tiny-llama"
 SERVED = "tiny"
 PROMPT = "Explain why the prefill node hands the key value cache to the decode node, in one short sentence."
+# ~400 tokens of the tiny model: 3 full blocks of vLLM CPU's 128, well inside --max-model-len 1024
+DOCUMENT = " ".join(f"block{i % 37} of the shared document about prefill and decode" for i in range(24))
 STARTUP_TIMEOUT_S = 420  # ~45 s alone on 2 cores, up to ~120 s beside another engine and a loaded machine
 
 

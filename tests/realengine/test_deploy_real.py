@@ -19,8 +19,8 @@ from tests.deployments.simdeploy import (
     run_job_now,
     running_spec,
 )
-from tests.pdproxy.proxy_procs import request, sse_events
-from tests.realengine.real_engines import MODEL_DIR, PROMPT, require_install, sample
+from tests.pdproxy.proxy_procs import kv_blocks, request, sse_events
+from tests.realengine.real_engines import DOCUMENT, MODEL_DIR, PROMPT, require_install, sample
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.procs, pytest.mark.real_engine, pytest.mark.real_engine_check,
@@ -50,13 +50,6 @@ def decode_transfers(address: str) -> float:
     status, _, raw = request("GET", f"http://{address}:8100/metrics", timeout=10)
     assert status == 200
     return sample(raw.decode(), "vllm:nixl_xfer_time_seconds_count")
-
-
-def proxy_kv_blocks(url: str) -> dict[str, float]:
-    """pdproxy_cache_aware_kv_blocks per instance whose KV events the proxy reads."""
-    page = request("GET", url + "/metrics", timeout=10)[2].decode()
-    return {line.split('backend="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
-            for line in page.splitlines() if line.startswith("pdproxy_cache_aware_kv_blocks{")}
 
 
 def evaluate(deployment, user, **settings):
@@ -118,11 +111,10 @@ def test_the_real_engine_example_deploys_serves_is_watched_evaluated_and_stops(s
         assert decode_transfers(decode) == before + 2, "the Decode did not pull both prompts' KV over NIXL"
         # cache_aware found the Prefill's publisher (tcp://*:0) at GET /kv_event_sources and indexes what it stores
         prefill = f"{processes['p0-dp0'].address}:8100"
-        document = " ".join(f"block{i % 37} of the shared document about prefill and decode" for i in range(24))
-        status, _, raw = request("POST", url + "/v1/completions", {"model": "tiny", "prompt": document,
+        status, _, raw = request("POST", url + "/v1/completions", {"model": "tiny", "prompt": DOCUMENT,
                                                                    "max_tokens": 2}, timeout=120)
         assert status == 200, raw[:500]
-        wait_until(lambda: proxy_kv_blocks(url).get(prefill, 0) >= 2, timeout=60,
+        wait_until(lambda: kv_blocks(request("GET", url + "/metrics")[2].decode()).get(prefill, 0) >= 2, timeout=60,
                    what="the proxy to index the real Prefill's KV events")
 
         live = scrape()

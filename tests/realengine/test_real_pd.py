@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from tests.pdproxy.proxy_procs import request, sse_events
+from tests.pdproxy.proxy_procs import kv_blocks, request, sse_events
 from tests.realengine.real_engines import (
+    DOCUMENT,
     MODEL_DIR,
     PROMPT,
     SERVED,
@@ -132,25 +133,22 @@ def test_cache_aware_subscribes_to_the_real_prefills_kv_events(real_pd):
     proxy = start_proxy(prefill, decode, "--prefill-policy", "cache_aware", "--decode-policy", "least_conn",
                         "--kv-events", "discover", "--tokenizer", str(MODEL_DIR))
     try:
+        def metrics() -> str:
+            return request("GET", proxy.url + "/metrics")[2].decode()
+
         def blocks() -> float | None:
-            for line in request("GET", proxy.url + "/metrics")[2].decode().splitlines():
-                if line.startswith("pdproxy_cache_aware_kv_blocks{") and prefill.addr in line:
-                    return float(line.rsplit(" ", 1)[1])
-            return None
+            return kv_blocks(metrics()).get(prefill.addr)
 
         wait_until(lambda: blocks() is not None, timeout=60, what="the proxy to subscribe to the real Prefill")
         before = blocks()
-        document = " ".join(f"block{i % 37} of the shared document about prefill and decode" for i in range(24))
-        body = {"model": SERVED, "prompt": document, "max_tokens": 2, "temperature": 0}
+        body = {"model": SERVED, "prompt": DOCUMENT, "max_tokens": 2, "temperature": 0}
         status, headers, raw = request("POST", proxy.url + "/v1/completions", body, timeout=120)
         assert status == 200 and headers["x-pd-prefill"] == prefill.addr, raw[:500]
         wait_until(lambda: blocks() >= before + 2, timeout=30, what="the Prefill's BlockStored events")
-        status, _, raw = request("POST", proxy.url + "/v1/completions", {**body, "prompt": document + " again"},
+        status, _, raw = request("POST", proxy.url + "/v1/completions", {**body, "prompt": DOCUMENT + " again"},
                                  timeout=120)
         assert status == 200, raw[:500]
-        picks = sum(float(line.rsplit(" ", 1)[1])
-                    for line in request("GET", proxy.url + "/metrics")[2].decode().splitlines()
-                    if line.startswith("pdproxy_cache_aware_picks_total{") and 'reason="kv_events"' in line)
-        assert picks == 1, "the second request was not routed by the Prefill's KV events"
+        assert sample(metrics(), "pdproxy_cache_aware_picks_total", reason="kv_events") == 1, \
+            "the second request was not routed by the Prefill's KV events"
     finally:
         stop(proxy.proc)
