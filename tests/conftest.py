@@ -139,6 +139,9 @@ def run_dir():
 
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's, never a downloaded browser
+# A page's load event waits for every script and style sheet: on a loaded two-core machine daphne once took over
+# Playwright's default 30 s to serve them all (a loaded full run, test_topology_in_browser).
+NAVIGATION_TIMEOUT_MS = 90_000
 
 
 @pytest.fixture
@@ -154,6 +157,14 @@ def browser(monkeypatch):
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync",
             "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"])
+        new_page = b.new_page
+
+        def patient_new_page(*args, **kwargs):
+            page = new_page(*args, **kwargs)
+            page.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
+            return page
+
+        b.new_page = patient_new_page
         try:
             yield b
         finally:

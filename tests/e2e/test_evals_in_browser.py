@@ -14,11 +14,12 @@ pytestmark = [pytest.mark.procs,
 BOOK = load_book(book_path("made-up-aime"))
 
 
-def _yaml(run_dir: str, accuracy: float) -> str:
+def _yaml(run_dir: str, accuracy: float, time_scale: str = "0.2") -> str:
+    """`time_scale` 0.2 for the run the browser watches (slow enough to see its bar move)."""
     def edit(data):
         data["simulation"] = {"answer_book": "made-up-aime", "accuracy": accuracy, "think": True}
         for inst in data["instances"]:
-            inst["env"]["SIMCLUSTER_TIME_SCALE"] = "0.2"
+            inst["env"]["SIMCLUSTER_TIME_SCALE"] = time_scale
 
     return topology_yaml(run_dir, edit=edit)
 
@@ -54,7 +55,7 @@ def earlier_run(sim, run_dir, monkeypatch, settings, tmp_path):
     operator = get_user_model().objects.create_user("ops", password="e2e-password-123")
     set_role(operator, Role.OPERATOR)
     deployment = deployment_create(name="reference-sim", cluster=Cluster.objects.get(name="reference"),
-                                   user=operator, yaml_text=_yaml(run_dir, 0.7))
+                                   user=operator, yaml_text=_yaml(run_dir, 0.7, time_scale="0.05"))
     with monkeypatch.context() as m:
         m.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
         _run_now(deployment_deploy(deployment=deployment, user=operator, params={"health_timeout": 60}))

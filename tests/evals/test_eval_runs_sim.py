@@ -41,7 +41,7 @@ def _topology(run_dir: str) -> str:
     data.update(launch_profile="sim", run_dir=run_dir, bench_client={"node": "bench"},
                 simulation={"answer_book": "made-up-aime", "accuracy": ACCURACY, "think": True})
     for inst in data["instances"]:
-        inst.setdefault("env", {}).update(SIMCLUSTER_STARTUP_S="0.2", SIMCLUSTER_TIME_SCALE="0.3")
+        inst.setdefault("env", {}).update(SIMCLUSTER_STARTUP_S="0.2", SIMCLUSTER_TIME_SCALE="0.1")
     return yaml.safe_dump(data, sort_keys=False)
 
 
