@@ -1,4 +1,5 @@
-"""An accuracy run's outputs: summary/summary_<ts>.csv (scores; "-" = the task failed), results/<model>/<ds>.json
+"""An accuracy run's outputs: summary/summary_<ts>.csv (scores, "-" = the task failed; its .md and .txt forms are
+read when it is missing: summary_formats.py), results/<model>/<ds>.json
 (per-sample details with --dump-eval-details), predictions/<model>/<ds>.jsonl (raw responses of the successful
 requests) and <ds>_failed.jsonl (the failed ones, which count as wrong and show in details with an empty answer)."""
 
@@ -7,17 +8,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from apps.evals.aisbench.cells import read_cell
 from apps.evals.aisbench.output_files import (
     OutputError,
     need,
-    number_with_unit,
     prompt_text,
-    read_csv,
     read_json,
     read_jsonl,
+    read_text,
 )
+from apps.evals.aisbench.summary_formats import SUMMARY_COLUMNS, Records, summary_records
 
-SUMMARY_COLUMNS = ("dataset", "version", "metric", "mode")
+# total_count: a column of agent benchmarks' summaries (summarizers/default.py, harbor.py), not a model
+NOT_MODEL_COLUMNS = (*SUMMARY_COLUMNS, "total_count")
+SUMMARY_SUFFIXES = ("csv", "md", "txt")  # the forms of one summary, the most exact first
 
 
 @dataclass
@@ -47,6 +51,7 @@ class DatasetAccuracy:
     model: str
     dataset: str
     scores: dict[str, float | None]  # metric -> value; None when the summary says "-" (the task failed)
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # metric -> (correct, total), when written
     samples: list[SampleDetail] = field(default_factory=list)
     failed: list[FailedSample] = field(default_factory=list)
 
@@ -55,27 +60,38 @@ class DatasetAccuracy:
         return self.scores.get("accuracy", next(iter(self.scores.values()), None))
 
 
-def summary_csv(run_dir: Path) -> Path | None:
-    found = sorted((run_dir / "summary").glob("summary_*.csv"))
-    return found[-1] if found else None
+def summary_file(run_dir: Path) -> Path | None:
+    """The newest summary of the run folder, in its most exact form."""
+    for suffix in SUMMARY_SUFFIXES:
+        found = sorted((run_dir / "summary").glob(f"summary_*.{suffix}"))
+        if found:
+            return found[-1]
+    return None
 
 
-def parse_summary(path: Path) -> dict[tuple[str, str], dict[str, float | None]]:
-    """{(model, dataset): {metric: value}} from a summary csv."""
-    out: dict[tuple[str, str], dict[str, float | None]] = {}
-    for number, row in read_csv(path, SUMMARY_COLUMNS):
-        models = [c for c in row if c not in SUMMARY_COLUMNS]
+def parse_summary(path: Path) -> list[DatasetAccuracy]:
+    """Scores (and counts) of every (model, dataset) of a summary file, in any of its forms; no samples."""
+    return accuracy_from_records(*summary_records(read_text(path), path), path)
+
+
+def accuracy_from_records(header_line: int, records: Records, path: str | Path) -> list[DatasetAccuracy]:
+    out: dict[tuple[str, str], DatasetAccuracy] = {}
+    for number, row in records:
+        models = [c for c in row if c not in NOT_MODEL_COLUMNS]
         if not models:
-            raise OutputError(path, "line 1", "has no model column")
-        for name, where in [(m, "line 1") for m in models] + [(row["dataset"], f"line {number}, column dataset")]:
+            raise OutputError(path, f"line {header_line}", "has no model column")
+        for name, where in [(m, f"line {header_line}, column {m[:60]}") for m in models] + [
+                (row["dataset"], f"line {number}, column dataset")]:
             if not _folder_name(name):  # both name files below the run folder
                 raise OutputError(path, where, f"{name[:60]!r} is not a model or dataset name")
+        metric = row["metric"] if row["metric"] not in ("-", "") else "accuracy"
         for model in models:
-            cell = row[model].strip()
-            value = None if cell in ("-", "") else number_with_unit(cell, path, f"line {number}, column {model}")[0]
-            metric = row["metric"] if row["metric"] not in ("-", "") else "accuracy"
-            out.setdefault((model, row["dataset"]), {})[metric] = value
-    return out
+            cell = read_cell(row[model], path, f"line {number}, column {model}")
+            result = out.setdefault((model, row["dataset"]), DatasetAccuracy(model, row["dataset"], {}))
+            result.scores[metric] = cell.value
+            if cell.count is not None:
+                result.counts[metric] = cell.count
+    return list(out.values())
 
 
 def _folder_name(name: str) -> bool:
@@ -125,15 +141,17 @@ def parse_details(results_json: Path, responses: dict[int, str], failed_ids: set
 def parse_accuracy(run_dir: str | Path) -> list[DatasetAccuracy]:
     """Scores, per-sample details and failed samples of every (model, dataset) of an accuracy run folder."""
     run = Path(run_dir)
-    csv_path = summary_csv(run)
-    if csv_path is None:
+    summary = summary_file(run)
+    if summary is None:
         raise OutputError(run / "summary", "", "has no summary_*.csv: the run did not finish")
-    out = []
-    for (model, dataset), scores in parse_summary(csv_path).items():
+    out = parse_summary(summary)
+    for result in out:
+        model, dataset = result.model, result.dataset
         predictions = run / "predictions" / model
         failed = parse_failed(predictions / f"{dataset}_failed.jsonl")
         results = run / "results" / model / f"{dataset}.json"
-        samples = (parse_details(results, parse_predictions(predictions / f"{dataset}.jsonl"), {f.id for f in failed})
-                   if results.is_file() else [])
-        out.append(DatasetAccuracy(model, dataset, scores, samples, failed))
+        result.failed = failed
+        if results.is_file():
+            result.samples = parse_details(results, parse_predictions(predictions / f"{dataset}.jsonl"),
+                                           {f.id for f in failed})
     return out

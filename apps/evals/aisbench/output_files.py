@@ -9,8 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-NUMBER_WITH_UNIT = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%/]*)\s*$")
-TIME_UNITS_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1000.0}
 
 
 class OutputError(Exception):
@@ -33,7 +31,10 @@ def read_text(path: Path) -> str:
 
 
 def read_json(path: Path) -> object:
-    text = read_text(path)
+    return json_value(read_text(path), path)
+
+
+def json_value(text: str, path: str | Path) -> object:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -59,18 +60,24 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
 
 def read_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
     """Rows (with their 1-based line number, the header being line 1) holding every required column."""
-    lines = read_text(path).splitlines()
-    reader = csv.DictReader(lines)
+    return csv_rows(read_text(path), path, required)
+
+
+def csv_rows(text: str, path: str | Path, required: tuple[str, ...],
+             first_line: int = 1) -> Iterator[tuple[int, dict[str, str]]]:
+    """read_csv over text that starts at line first_line of the file at path."""
+    reader = csv.DictReader(text.splitlines())
     try:
         missing = [c for c in required if c not in (reader.fieldnames or [])]
         if missing:
-            raise OutputError(path, "line 1", f"missing column(s) {', '.join(missing)}")
-        for number, row in enumerate(reader, 2):
+            raise OutputError(path, f"line {first_line}", f"missing column(s) {', '.join(missing)}")
+        for row in reader:
+            number = first_line - 1 + reader.line_num
             if None in row or any(v is None for v in row.values()):
                 raise OutputError(path, f"line {number}", "has a different number of cells than the header")
             yield number, row
     except csv.Error as e:  # e.g. a cell past csv's field size limit
-        raise OutputError(path, f"line {reader.line_num}", f"not valid CSV ({e})") from None
+        raise OutputError(path, f"line {first_line - 1 + reader.line_num}", f"not valid CSV ({e})") from None
 
 
 def need(row: dict, key: str, kind: type | tuple[type, ...], path: Path, where: str) -> object:
@@ -81,21 +88,6 @@ def need(row: dict, key: str, kind: type | tuple[type, ...], path: Path, where: 
         names = " or ".join(k.__name__ for k in kinds)
         raise OutputError(path, where, f"{key!r} is {type(value).__name__}, not {names}")
     return value
-
-
-def number_with_unit(cell: object, path: Path, where: str) -> tuple[float, str | None]:
-    """"178.7639 ms" -> (178.7639, "ms"); 3 -> (3.0, None). Times come back in ms."""
-    if isinstance(cell, bool):
-        raise OutputError(path, where, f"{cell!r} is not a number")
-    if isinstance(cell, int | float):
-        return float(cell), None
-    found = NUMBER_WITH_UNIT.match(str(cell))
-    if not found:
-        raise OutputError(path, where, f"{cell!r} is not a number")
-    value, unit = float(found.group(1)), found.group(2) or None
-    if unit in TIME_UNITS_TO_MS:
-        return value * TIME_UNITS_TO_MS[unit], "ms"
-    return value, unit
 
 
 def prompt_text(prompt: object) -> str:

@@ -1,34 +1,40 @@
-"""A performance run's outputs, in performances/<model>/: <ds>.json (common metrics, values as "12.3 ms" strings),
-<ds>.csv (per-request distributions), <ds>_details.jsonl (one line per request: success, error_info,
-input_tokens, output_tokens, and time_points as {"__db_ref__": n}) and db_data/<db_name> (SQLite table
-numpy_store: row n = the request's time.perf_counter() points as a .npy float64 array: send, then each chunk)."""
+"""A performance run's outputs, in performances/<model>/: <ds>.json (common metrics, values as "12.3 ms" strings)
+and <ds>.csv (per-request distributions; its statistic columns are the calculator's stats_list), both per stage
+("total" from DefaultPerfMetricCalculator, "stable" from StablePerfMetricCalculator); <ds>_details.jsonl (one line
+per request: success, error_info, input_tokens, output_tokens, and time_points as {"__db_ref__": n}) and
+db_data/<db_name> (SQLite table numpy_store: row n = the request's time.perf_counter() points as a .npy float64
+array: send, then each chunk)."""
 
 from __future__ import annotations
 
 import ast
-import math
+import re
 import sqlite3
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from apps.evals.aisbench.accuracy_output import FailedSample, parse_failed
+from apps.evals.aisbench.cells import read_cell, read_count
 from apps.evals.aisbench.output_files import (
     OutputError,
     need,
-    number_with_unit,
     read_csv,
     read_json,
     read_jsonl,
 )
 
-DISTRIBUTION_STATS = ("Average", "Min", "Max", "Median", "P75", "P90", "P99", "N")
-DISTRIBUTION_COLUMNS = ("Performance Parameters", "Stage", *DISTRIBUTION_STATS)
+DISTRIBUTION_COLUMNS = ("Performance Parameters", "Stage")
+STAT_KEYS = {"Average": "avg", "Min": "min", "Max": "max", "Median": "median"}  # and P<k> -> p<k>
+PERCENTILE = re.compile(r"P(\d+(?:\.\d+)?)")
+HEADLINE_STAGES = ("total", "stable")  # DefaultPerfMetricCalculator's, then StablePerfMetricCalculator's
+Records = Iterator[tuple[int, dict[str, str]]]
 
 
 @dataclass
 class Quantity:
-    value: float
+    value: float | None  # None: written as "-", "", "nan" or "inf"
     unit: str | None  # times are in "ms"; throughputs keep theirs ("token/s", "req/s"); counts have None
 
 
@@ -37,14 +43,8 @@ class Distribution:
     metric: str  # TTFT, TPOT, ITL, E2EL, InputTokens, OutputTokens, OutputTokenThroughput
     stage: str
     unit: str | None
-    average: float
-    min: float
-    max: float
-    median: float
-    p75: float
-    p90: float
-    p99: float
-    n: int
+    stats: dict[str, float | None]  # the file's statistic columns, in its order: avg, min, max, median, p75, ...
+    n: int | None
 
 
 @dataclass
@@ -63,44 +63,73 @@ class RequestRow:
 class DatasetPerformance:
     model: str
     dataset: str
-    metrics: dict[str, Quantity] = field(default_factory=dict)  # the "total" stage of <ds>.json
-    metrics_by_stage: dict[str, dict[str, Quantity]] = field(default_factory=dict)
-    distributions: list[Distribution] = field(default_factory=list)
+    metrics_by_stage: dict[str, dict[str, Quantity]] = field(default_factory=dict)  # <ds>.json: {stage: {metric: q}}
+    distributions: list[Distribution] = field(default_factory=list)  # <ds>.csv
     requests: list[RequestRow] = field(default_factory=list)
     failed: list[FailedSample] = field(default_factory=list)
 
-    def distribution(self, metric: str, stage: str = "total") -> Distribution | None:
+    @property
+    def stages(self) -> list[str]:
+        return list(dict.fromkeys([*self.metrics_by_stage, *(d.stage for d in self.distributions)]))
+
+    @property
+    def headline_stage(self) -> str | None:
+        stages = self.stages
+        return next((s for s in HEADLINE_STAGES if s in stages), stages[0] if stages else None)
+
+    @property
+    def metrics(self) -> dict[str, Quantity]:
+        return self.metrics_by_stage.get(self.headline_stage or "", {})
+
+    def distribution(self, metric: str, stage: str | None = None) -> Distribution | None:
+        stage = stage or self.headline_stage
         return next((d for d in self.distributions if d.metric == metric and d.stage == stage), None)
 
 
 def parse_metrics(path: Path) -> dict[str, dict[str, Quantity]]:
     """{stage: {metric: Quantity}} from <ds>.json."""
-    data = read_json(path)
+    return metrics_from_json(read_json(path), path)
+
+
+def metrics_from_json(data: object, path: str | Path) -> dict[str, dict[str, Quantity]]:
     if not isinstance(data, dict):
         raise OutputError(path, "", "is not a JSON object")
     by_stage: dict[str, dict[str, Quantity]] = {}
     for metric, stages in data.items():
         if not isinstance(stages, dict):
             raise OutputError(path, metric, "is not an object of stages")
-        for stage, cell in stages.items():
-            by_stage.setdefault(stage, {})[metric] = Quantity(*number_with_unit(cell, path, f"{metric}.{stage}"))
+        for stage, value in stages.items():
+            cell = read_cell(value, path, f"{metric}.{stage}")
+            by_stage.setdefault(stage, {})[metric] = Quantity(cell.value, cell.unit)
     return by_stage
 
 
 def parse_distributions(path: Path) -> list[Distribution]:
+    """<ds>.csv: one row per (metric, stage); its statistic columns are those the calculator's stats_list named."""
+    return distributions_from_records(read_csv(path, DISTRIBUTION_COLUMNS), path)
+
+
+def stat_key(column: str) -> str:
+    found = PERCENTILE.fullmatch(column)
+    return f"p{float(found.group(1)):g}" if found else STAT_KEYS.get(column, column.lower())
+
+
+def distributions_from_records(records: Records, path: str | Path) -> list[Distribution]:
     out = []
-    for number, row in read_csv(path, DISTRIBUTION_COLUMNS):
+    for number, row in records:
+        stat_columns = [c for c in row if c not in (*DISTRIBUTION_COLUMNS, "N")]
+        if not stat_columns:
+            raise OutputError(path, f"line {number}", "has no statistic column (Average, Min, Max, Median, P<k>)")
         stats, units = {}, set()
-        for stat in DISTRIBUTION_STATS:
-            stats[stat], unit = number_with_unit(row[stat], path, f"line {number}, column {stat}")
-            if stat != "N":
-                units.add(unit)
-        if len(units) != 1:
+        for column in stat_columns:
+            cell = read_cell(row[column], path, f"line {number}, column {column}")
+            stats[stat_key(column)] = cell.value
+            if cell.value is not None or cell.unit is not None:
+                units.add(cell.unit)
+        if len(units) > 1:
             raise OutputError(path, f"line {number}", f"mixes units {sorted(map(str, units))}")
-        if not math.isfinite(stats["N"]) or stats["N"] != int(stats["N"]):
-            raise OutputError(path, f"line {number}, column N", f"{row['N']!r} is not a count")
-        out.append(Distribution(row["Performance Parameters"], row["Stage"], units.pop(),
-                                *(stats[s] for s in DISTRIBUTION_STATS[:-1]), n=int(stats["N"])))
+        n = read_count(row["N"], path, f"line {number}, column N") if "N" in row else None
+        out.append(Distribution(row["Performance Parameters"], row["Stage"], units.pop() if units else None, stats, n))
     return out
 
 
@@ -164,17 +193,23 @@ def parse_requests(details: Path) -> list[RequestRow]:
 
 
 def parse_performance(run_dir: str | Path) -> list[DatasetPerformance]:
-    """Metrics, distributions and per-request rows of every (model, dataset) of a perf run folder."""
-    run = Path(run_dir)
+    """Metrics, distributions and per-request rows of every (model, dataset) of a perf run folder: each dataset that
+    has any of <ds>.json, <ds>.csv and <ds>_details.jsonl."""
     out = []
-    for details in sorted(run.glob("performances/*/*_details.jsonl")):
-        folder, dataset = details.parent, details.name.removesuffix("_details.jsonl")
-        perf = DatasetPerformance(folder.name, dataset, requests=parse_requests(details),
-                                  failed=parse_failed(folder / f"{dataset}_failed.jsonl"))
-        if (folder / f"{dataset}.json").is_file():
-            perf.metrics_by_stage = parse_metrics(folder / f"{dataset}.json")
-            perf.metrics = perf.metrics_by_stage.get("total", {})
-        if (folder / f"{dataset}.csv").is_file():
-            perf.distributions = parse_distributions(folder / f"{dataset}.csv")
-        out.append(perf)
+    for folder in sorted(p for p in Path(run_dir).glob("performances/*") if p.is_dir()):
+        for dataset in performance_datasets(folder):
+            perf = DatasetPerformance(folder.name, dataset, failed=parse_failed(folder / f"{dataset}_failed.jsonl"))
+            if (folder / f"{dataset}_details.jsonl").is_file():
+                perf.requests = parse_requests(folder / f"{dataset}_details.jsonl")
+            if (folder / f"{dataset}.json").is_file():
+                perf.metrics_by_stage = parse_metrics(folder / f"{dataset}.json")
+            if (folder / f"{dataset}.csv").is_file():
+                perf.distributions = parse_distributions(folder / f"{dataset}.csv")
+            out.append(perf)
     return out
+
+
+def performance_datasets(folder: Path) -> list[str]:
+    files = [p for p in folder.iterdir() if p.is_file()]
+    names = {p.name.removesuffix("_details.jsonl") for p in files if p.name.endswith("_details.jsonl")}
+    return sorted(names | {p.stem for p in files if p.suffix in (".json", ".csv")})

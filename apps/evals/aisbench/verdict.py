@@ -146,7 +146,7 @@ def check_run(run: Path, mode: str) -> list[str]:
         return accuracy_problems(run, results) or ([] if results else ["the summary lists no dataset"])
     results = parse_performance(run)
     if not results:
-        return ["no request was recorded (no performances/<model>/<dataset>_details.jsonl)"]
+        return ["no request was recorded (no performances/<model>/<dataset>.json, .csv or _details.jsonl)"]
     return perf_problems(results)
 
 
