@@ -11,7 +11,7 @@ import ast
 import re
 import sqlite3
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from apps.evals.aisbench.output_files import (
 )
 
 DISTRIBUTION_COLUMNS = ("Performance Parameters", "Stage")
+COMMON_METRIC_COLUMNS = ("Common Metric", "Stage", "Value")  # <ds>.json as a table (default_perf.py)
 STAT_KEYS = {"Average": "avg", "Min": "min", "Max": "max", "Median": "median"}  # and P<k> -> p<k>
 PERCENTILE = re.compile(r"P(\d+(?:\.\d+)?)")
 HEADLINE_STAGES = ("total", "stable")  # DefaultPerfMetricCalculator's, then StablePerfMetricCalculator's
@@ -94,13 +95,25 @@ def parse_metrics(path: Path) -> dict[str, dict[str, Quantity]]:
 def metrics_from_json(data: object, path: str | Path) -> dict[str, dict[str, Quantity]]:
     if not isinstance(data, dict):
         raise OutputError(path, "", "is not a JSON object")
-    by_stage: dict[str, dict[str, Quantity]] = {}
     for metric, stages in data.items():
         if not isinstance(stages, dict):
             raise OutputError(path, metric, "is not an object of stages")
-        for stage, value in stages.items():
-            cell = read_cell(value, path, f"{metric}.{stage}")
-            by_stage.setdefault(stage, {})[metric] = Quantity(cell.value, cell.unit)
+    return metrics_by_stage(((metric, stage, value, f"{metric}.{stage}")
+                             for metric, stages in data.items() for stage, value in stages.items()), path)
+
+
+def metrics_from_records(records: Records, path: str | Path) -> dict[str, dict[str, Quantity]]:
+    """The console's table of <ds>.json (COMMON_METRIC_COLUMNS)."""
+    return metrics_by_stage(((row["Common Metric"], row["Stage"], row["Value"], f"line {number}, column Value")
+                             for number, row in records), path)
+
+
+def metrics_by_stage(cells: Iterable[tuple[str, str, object, str]], path: str | Path) -> dict[str, dict[str, Quantity]]:
+    """{stage: {metric: Quantity}} from (metric, stage, written value, where) tuples."""
+    by_stage: dict[str, dict[str, Quantity]] = {}
+    for metric, stage, value, where in cells:
+        cell = read_cell(value, path, where)
+        by_stage.setdefault(stage, {})[metric] = Quantity(cell.value, cell.unit)
     return by_stage
 
 

@@ -79,11 +79,17 @@ def _pipe_cells(line: str) -> list[str]:
 
 
 def _grid(lines: list[str], start: int) -> tuple[TextTable | None, int]:
+    """Up to its bottom rule: "╘...╛", or a rule followed by another (the next table's top, printed right after)."""
     i, data = start, []
     while i < len(lines) and (GRID_RULE.match(lines[i].strip()) or GRID_ROW.match(lines[i].strip())):
-        if GRID_ROW.match(lines[i].strip()):
-            data.append((i + 1, _pipe_cells(lines[i])))
+        line = lines[i].strip()
+        if GRID_ROW.match(line):
+            data.append((i + 1, _pipe_cells(line)))
+        elif i > start and GRID_RULE.match(lines[i - 1].strip()):
+            break
         i += 1
+        if line.startswith("╘"):
+            break
     if not data:
         return None, i
     (header_line, header), rows = data[0], data[1:]
