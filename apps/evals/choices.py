@@ -16,6 +16,11 @@ class ApiStyle(models.TextChoices):
     COMPLETIONS = "completions", "Completions (/v1/completions)"
 
 
+class EvalSource(models.TextChoices):
+    RAN = "ran", "Ran here"
+    IMPORTED = "imported", "Imported"
+
+
 class EvalStatus(ColouredChoices):
     PENDING = "pending", "Pending", "grey"
     RUNNING = "running", "Running", "blue"

@@ -10,7 +10,7 @@ from django.db import models
 
 from apps.audit.registry import audited
 
-from .choices import EVAL_FINISHED, EVAL_RESUMABLE, ApiStyle, EvalMode, EvalStatus
+from .choices import EVAL_FINISHED, EVAL_RESUMABLE, ApiStyle, EvalMode, EvalSource, EvalStatus
 
 slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9_-]{0,62}$",
                                 "lowercase letters, digits, '_' and '-', starting with a letter or digit")
@@ -102,6 +102,14 @@ class EvalRun(models.Model):
     timestamps = models.JSONField(default=dict, blank=True,
                                   help_text="AISBench's output folder name per pass, e.g. {'accuracy': '20261201_101500'}")
     passes_done = models.JSONField(default=list, blank=True, help_text="Passes judged successful; a resume skips them")
+    source = models.CharField(max_length=10, choices=EvalSource.choices, default=EvalSource.RAN, db_index=True)
+    imported_from = models.CharField(max_length=300, blank=True,
+                                     help_text="An imported run: the file it was read from and its form")
+    note = models.CharField(max_length=300, blank=True)
+    results = models.JSONField(
+        default=list, blank=True,
+        help_text="Every figure AISBench wrote, one entry per (model, dataset): apps/evals/results.py entry_of")
+    # the headline: the first (model, dataset) entry's figures, for lists, sweeps and the advisor
     accuracy = models.FloatField(null=True, blank=True, help_text="percent")
     accuracy_detail = models.JSONField(default=dict, blank=True)
     perf_summary = models.JSONField(default=dict, blank=True)
@@ -123,6 +131,10 @@ class EvalRun(models.Model):
         return EvalStatus.colour_of(self.status)
 
     @property
+    def imported(self) -> bool:
+        return self.source == EvalSource.IMPORTED
+
+    @property
     def is_finished(self) -> bool:
         return self.status in EVAL_FINISHED
 
@@ -141,6 +153,8 @@ class EvalSample(models.Model):
     """One accuracy sample: what was asked, answered, extracted and expected."""
 
     run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="samples")
+    model = models.CharField(max_length=200, blank=True)
+    dataset = models.CharField(max_length=200, blank=True)
     index = models.PositiveIntegerField()
     question = models.TextField()
     prediction = models.TextField(blank=True)
@@ -151,5 +165,6 @@ class EvalSample(models.Model):
     error = models.TextField(blank=True)
 
     class Meta:
-        ordering = ["run", "index"]
-        constraints = [models.UniqueConstraint(fields=["run", "index"], name="eval_sample_index_unique")]
+        ordering = ["run", "model", "dataset", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "model", "dataset", "index"],
+                                               name="eval_sample_index_unique")]

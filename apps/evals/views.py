@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from apps.accounts.access import operator_required, viewer_required
 from apps.deployments.models import Deployment
 
-from . import charts, forms
+from . import charts, forms, result_tables
 from .choices import EvalMode
 from .datasets import MAX_UPLOAD_BYTES, dataset_choices, datasets_root, uploads_root
 from .downloads import run_folder, zip_response
@@ -134,8 +134,7 @@ def eval_detail(request, pk):
         "run": run, "payload": payload, "samples": samples, "wrong_only": wrong_only,
         "sample_count": run.samples.count(), "wrong_count": run.samples.filter(correct=False).count(),
         "elapsed": charts.duration_text(payload["elapsed_s"]), "remaining": charts.duration_text(payload["remaining_s"]),
-        "accuracy_rows": charts.accuracy_rows(run), "summary_rows": charts.summary_rows(run),
-        "percentile_rows": charts.percentile_rows(run), "percentile_columns": charts.PERCENTILE_COLUMNS,
+        "accuracy_rows": result_tables.accuracy_rows(run), "perf_sections": result_tables.performance_sections(run),
         "chart_data": charts.run_chart_data(run) if run.perf_requests else None,
         "has_output": run_folder(run.pk) is not None})
 
@@ -200,17 +199,14 @@ def eval_compare(request):
     if not 2 <= len(ids) <= MAX_COMPARED:
         return render(request, "evals/compare.html", {
             "problem": f"pick 2 to {MAX_COMPARED} runs to compare (the first is the baseline)"}, status=400)
-    found = EvalRun.objects.in_bulk(ids)
+    found = EvalRun.objects.defer("perf_requests").in_bulk(ids)
     missing = [i for i in ids if i not in found]
     if missing:
         raise Http404(f"no eval run #{missing[0]}")
-    runs = [found[i] for i in ids]
-    comparison = compare_runs(runs)
-    baselines = [",".join(map(str, [r.pk] + [i for i in ids if i != r.pk])) for r in runs]
+    comparison = compare_runs([found[i] for i in ids])
     return render(request, "evals/compare.html", {
-        "runs": list(zip(runs, baselines, strict=True)), "table": charts.compare_table(comparison),
-        "notes": comparison.notes, "changes": list(zip(runs[1:], comparison.topology_changes, strict=True)),
-        "chart_data": charts.compare_chart_data(comparison)})
+        "baseline": comparison.runs[0], "tables": charts.compare_tables(comparison), "notes": comparison.notes,
+        "changes": comparison.topology_changes})
 
 
 @viewer_required
