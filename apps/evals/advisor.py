@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 from .advisor_layout import Layout, LayoutUnreadable, layout_of
 
-# the statistic a user picks -> its key in perf_percentiles (apps/evals/results.py STATS)
-STATS = {"mean": "avg", "median": "median", "p75": "p75", "p90": "p90", "p99": "p99"}
+# the statistic a user picks -> its key in perf_percentiles; a run has the percentile columns its file had
+STATS = {"mean": "avg", "median": "median", "p50": "p50", "p75": "p75", "p90": "p90", "p95": "p95", "p99": "p99"}
+SAME_STAT = {"median": "p50", "p50": "median"}  # one statistic under two names: either column serves
 DEFAULT_STAT = "p90"
 MAX_TARGET_MS = 10_000_000.0
 
@@ -202,17 +203,31 @@ def _ms(value: float) -> str:
     return f"{value:g}" if abs(value) < 1e6 else f"{value:,.0f}"
 
 
+def _measured(stats: Mapping[str, float], stat: str) -> float | None:
+    """The run's figure at the statistic a user picked; None when its results have no such column."""
+    for key in (STATS[stat], SAME_STAT.get(stat)):
+        if key and _is_number(stats.get(key)):
+            return stats[key]
+    return None
+
+
+def _not_stored(name: str, stats: Mapping[str, float], stat: str) -> str:
+    """Says that a run's results lack the statistic, and which of the choosable ones they have."""
+    present = [s for s in STATS if s != stat and _measured(stats, s) is not None]
+    has = f"it has {', '.join(present)}" if present else f"it has no {name} statistic the advisor can judge"
+    return f"{name} {stat} not in this run's results ({has})"
+
+
 def _judge(record: RunRecord, layout: Layout, targets: Targets) -> Point:
-    key = STATS[targets.stat]
-    ttft, tpot = record.ttft.get(key), record.tpot.get(key)
-    ttft, tpot = (ttft if _is_number(ttft) else None), (tpot if _is_number(tpot) else None)
+    ttft, tpot = _measured(record.ttft, targets.stat), _measured(record.tpot, targets.stat)
     ratios, misses, unjudged = [], [], False
-    for name, measured, target in (("TTFT", ttft, targets.ttft_ms), ("TPOT", tpot, targets.tpot_ms)):
+    for name, stats, measured, target in (("TTFT", record.ttft, ttft, targets.ttft_ms),
+                                          ("TPOT", record.tpot, tpot, targets.tpot_ms)):
         if target is None:
             continue
         if measured is None:
             unjudged = True
-            misses.append(f"{name} {targets.stat} not stored")
+            misses.append(_not_stored(name, stats, targets.stat))
             continue
         ratios.append(measured / target)
         if measured > target:
@@ -271,10 +286,16 @@ def _basis(advice: Advice) -> str:
     return f"{runs} measured run{'s' if runs != 1 else ''} on {layouts} layout{'s' if layouts != 1 else ''}"
 
 
-def advice_text(advice: Advice) -> str:
-    if not advice.layouts:
-        return ("No measured runs to advise from: run a performance sweep on each P:D layout with the same model, "
-                "dataset and output length (fixed or up to the same max output length).")
+def _unjudged_text(advice: Advice) -> str:
+    runs = [p.record.run_id for a in advice.layouts for p in a.points if p.meets is None]
+    if not runs:
+        return ""
+    names = ", ".join(f"#{run}" for run in sorted(runs))
+    return (f" Not judged: {names}, whose results have no {advice.targets.stat} for a targeted latency; pick a "
+            f"statistic they have.")
+
+
+def _verdict_text(advice: Advice) -> str:
     best = advice.recommendation
     if best:
         p = best.best
@@ -287,3 +308,10 @@ def advice_text(advice: Advice) -> str:
     closest = (f" The closest miss: {miss.layout.key}, run #{miss.closest_miss.record.run_id} at concurrency "
                f"{miss.closest_miss.record.concurrency} ({'; '.join(miss.closest_miss.misses)})." if miss else "")
     return f"No measured layout meets the target ({advice.targets.text}), judged from {_basis(advice)}.{closest}"
+
+
+def advice_text(advice: Advice) -> str:
+    if not advice.layouts:
+        return ("No measured runs to advise from: run a performance sweep on each P:D layout with the same model, "
+                "dataset and output length (fixed or up to the same max output length).")
+    return _verdict_text(advice) + _unjudged_text(advice)

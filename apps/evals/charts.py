@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 
-from .selectors import Comparison
+from .choices import EvalStatus
+from .results import entries_of
+from .selectors import CompareColumn, CompareTable, Comparison, headline_stage, latency_table, percentile_rank
 
 SUMMARY_FIELDS = (
     ("requests_total", "Requests", ""),
@@ -22,7 +24,7 @@ SUMMARY_FIELDS = (
     ("concurrency_max", "Concurrency (max)", ""),
 )
 PERCENTILE_ORDER = ("TTFT", "TPOT", "ITL", "E2EL", "InputTokens", "OutputTokens", "OutputTokenThroughput")
-PERCENTILE_COLUMNS = ("avg", "min", "median", "p75", "p90", "p99", "max", "n")
+SWEEP_PERCENTILE = 90.0  # the sweep draws p90, else the stored percentile nearest to it
 TIMELINE_LIMIT = 2000  # bars drawn on the per-request timeline; the histograms use every request
 
 
@@ -54,24 +56,6 @@ def duration_text(seconds) -> str:
     return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
 
 
-def summary_rows(run) -> list[tuple[str, str, str]]:
-    summary = run.perf_summary or {}
-    return [(label, number(summary[key]), unit) for key, label, unit in SUMMARY_FIELDS if key in summary]
-
-
-def percentile_rows(run) -> list[dict]:
-    table = run.perf_percentiles or {}
-    names = [m for m in PERCENTILE_ORDER if m in table] + sorted(m for m in table if m not in PERCENTILE_ORDER)
-    return [{"metric": m, "unit": (table[m] or {}).get("unit", ""),
-             "cells": [number((table[m] or {}).get(c)) for c in PERCENTILE_COLUMNS]} for m in names]
-
-
-def accuracy_rows(run) -> list[dict]:
-    return [{"abbr": abbr, "accuracy": number((d or {}).get("accuracy")), "correct": number((d or {}).get("correct")),
-             "total": number((d or {}).get("total")), "failed": number((d or {}).get("failed"))}
-            for abbr, d in sorted((run.accuracy_detail or {}).items())]
-
-
 def run_chart_data(run) -> dict:
     """Latency histograms (every request) and the per-request timeline (start to end, first token marked)."""
     requests = [r for r in run.perf_requests or [] if isinstance(r, dict)]
@@ -85,12 +69,24 @@ def run_chart_data(run) -> dict:
 
 
 def run_label(run) -> str:
-    return f"#{run.pk} {run.deployment_name} r{run.revision_number} c{run.concurrency}"
+    revision = f" r{run.revision_number}" if run.revision_number else ""
+    return f"#{run.pk} {run.deployment_name}{revision} c{run.concurrency}"
 
 
-def compare_table(comparison: Comparison) -> list[dict]:
+def column_label(column: CompareColumn) -> str:
+    return f"{run_label(column.run)} · {column.model}"
+
+
+def _column(column: CompareColumn, runs: list) -> dict:
+    """A compare column's head: its run, its model, and the ?runs= order that makes its run the baseline."""
+    others = [str(r.pk) for r in runs if r.pk != column.run.pk]
+    return {"run": column.run, "model": column.model, "baseline_runs": ",".join([str(column.run.pk), *others]),
+            "first_run": column.run.pk == runs[0].pk}
+
+
+def compare_table(table: CompareTable) -> list[dict]:
     rows = []
-    for row in comparison.rows:
+    for row in table.rows:
         cells = []
         for i, value in enumerate(row.values):
             delta = row.deltas[i] if i else None
@@ -100,24 +96,83 @@ def compare_table(comparison: Comparison) -> list[dict]:
     return rows
 
 
-def compare_chart_data(comparison: Comparison) -> dict:
-    percentiles = [row for row in comparison.rows if "." in row.key]
-    return {"runs": [run_label(r) for r in comparison.runs],
-            "labels": [row.label for row in percentiles],
-            "values": [[_finite(row.values[i]) for row in percentiles] for i in range(len(comparison.runs))],
-            "accuracy": [_finite(r.accuracy) for r in comparison.runs]}
+def _series(rows: list, count: int) -> dict:
+    """Row labels, and per column its values in that order (the traces of a grouped bar chart)."""
+    return {"labels": [row.label for row in rows],
+            "values": [[_finite(row.values[i]) for row in rows] for i in range(count)]}
 
 
-def _p90(run, metric: str):
-    return _finite(((run.perf_percentiles or {}).get(metric) or {}).get("p90"))
+def compare_chart_data(table: CompareTable) -> dict:
+    """A trace per (run, model): the latency percentiles, and the accuracy metrics."""
+    count = len(table.columns)
+    return {"dataset": table.dataset, "columns": [column_label(c) for c in table.columns],
+            "percentiles": _series([row for row in table.rows if row.part == "latency"], count),
+            "accuracy": _series([row for row in table.rows if row.part == "accuracy"], count)}
+
+
+def compare_tables(comparison: Comparison) -> list[dict]:
+    """What the compare page draws per dataset: the column heads, the rows, the chart data (and its element id)."""
+    return [{"dataset": table.dataset, "columns": [_column(c, comparison.runs) for c in table.columns],
+             "rows": compare_table(table), "chart": compare_chart_data(table), "chart_id": f"compare-chart-data-{i}"}
+            for i, table in enumerate(comparison.tables, 1)]
+
+
+def _sweep_rank(stat: str) -> float | None:
+    """The percentile a stat is: p95 95, the median 50; None for avg, min, n."""
+    return 50.0 if stat == "median" else percentile_rank(stat)
+
+
+def _sweep_stat(stats: dict) -> str | None:
+    """p90 when stored, else the stored percentile nearest to it (the higher of two as near)."""
+    ranks = {stat: _sweep_rank(stat) for stat, value in stats.items() if _is_number(value)}
+    ranks = {stat: rank for stat, rank in ranks.items() if rank is not None}
+    return min(ranks, key=lambda stat: (abs(ranks[stat] - SWEEP_PERCENTILE), -ranks[stat]), default=None)
+
+
+def _sweep_latency(entry: dict, metric: str) -> tuple[float | None, str]:
+    stats = latency_table(entry, metric)
+    stat = _sweep_stat(stats)
+    return (_finite(stats[stat]), stat) if stat else (None, "")
+
+
+def _sweep_figures(entry: dict) -> dict:
+    summary = headline_stage(entry, "summary")
+    (ttft, ttft_stat), (tpot, tpot_stat) = _sweep_latency(entry, "TTFT"), _sweep_latency(entry, "TPOT")
+    return {"model": str(entry.get("model") or ""), "dataset": str(entry.get("dataset") or ""),
+            "throughput": _finite(summary.get("output_token_throughput")), "ttft": ttft, "ttft_stat": ttft_stat,
+            "tpot": tpot, "tpot_stat": tpot_stat, "failed": _finite(summary.get("requests_failed"))}
+
+
+def _sweep_row(run, figures: list[dict]) -> dict:
+    """The page's table row of a run: its state and its figures per (model, dataset), one empty line before any."""
+    running = run.status == EvalStatus.RUNNING and run.progress_total
+    return {"id": run.pk, "concurrency": run.concurrency, "status_label": run.get_status_display(),
+            "colour": run.colour, "progress": f"{run.progress_done}/{run.progress_total}" if running else "",
+            "figures": figures or [_sweep_figures({})]}
+
+
+def _axis_title(metric: str, stats: set[str]) -> str:
+    if stats <= {"p90"}:
+        return f"{metric} p90 (ms)"
+    used = "/".join(sorted(stats, key=_sweep_rank))
+    return f"{metric} {used} (ms; the stored percentile nearest p90)"
 
 
 def sweep_chart_data(runs) -> dict:
-    """One point per concurrency: output token throughput against TTFT p90 and TPOT p90."""
-    points = []
+    """A line per model (per model and dataset when the runs hold several): output token throughput against TTFT and
+    TPOT at p90, else the stored percentile nearest to it; one point per concurrency. rows: the page's table."""
+    rows, lines = [], {}
     for run in sorted(runs, key=lambda r: r.concurrency):
-        throughput = (run.perf_summary or {}).get("output_token_throughput")
-        if _is_number(throughput):
-            points.append({"run": run.pk, "concurrency": run.concurrency, "throughput": throughput,
-                           "ttft_p90": _p90(run, "TTFT"), "tpot_p90": _p90(run, "TPOT")})
-    return {"points": points}
+        figures = [_sweep_figures(e) for e in entries_of(run) if e.get("performance")]
+        rows.append(_sweep_row(run, figures))
+        for f in figures:
+            if f["throughput"] is not None:
+                lines.setdefault((f["model"], f["dataset"]), []).append({"run": run.pk, "concurrency": run.concurrency,
+                                                                         **f})
+    several_datasets = len({dataset for _, dataset in lines}) > 1
+    points = [p for line in lines.values() for p in line]
+    return {"lines": [{"name": f"{model} · {dataset}" if several_datasets else model, "points": line}
+                      for (model, dataset), line in lines.items()],
+            "ttft_title": _axis_title("TTFT", {p["ttft_stat"] for p in points if p["ttft_stat"]}),
+            "tpot_title": _axis_title("TPOT", {p["tpot_stat"] for p in points if p["tpot_stat"]}),
+            "rows": rows}

@@ -28,26 +28,34 @@ const builders = {
          xaxis: axis("ms since the first request"), yaxis: axis("request", { autorange: "reversed" }) }];
   },
   "compare-percentiles"(d) {
-    if (!d.labels.length) return null;
-    return [d.runs.map((name, i) => ({ type: "bar", name, x: d.labels, y: d.values[i] })),
-            { title: { text: "Latency percentiles" }, barmode: "group", yaxis: axis("ms") }];
+    const p = d.percentiles;
+    if (!p.labels.length) return null;
+    return [d.columns.map((name, i) => ({ type: "bar", name, x: p.labels, y: p.values[i] })),
+            { title: { text: `Latency percentiles · ${d.dataset}` }, barmode: "group", yaxis: axis("ms") }];
   },
   "compare-accuracy"(d) {
-    if (d.accuracy.every((v) => v === null)) return null;
-    return [[{ type: "bar", x: d.runs, y: d.accuracy, marker: { color: "#1e8e3e" },
-               text: d.accuracy.map((v) => (v === null ? "" : `${v.toFixed(2)}%`)), textposition: "auto" }],
-            { title: { text: "Accuracy" }, yaxis: axis("%", { range: [0, 100] }) }];
+    const a = d.accuracy;
+    if (a.values.every((column) => column.every((v) => v === null))) return null;
+    return [d.columns.map((name, i) => ({ type: "bar", name, x: a.labels, y: a.values[i],
+                                          text: a.values[i].map((v) => (v === null ? "" : v.toFixed(2))),
+                                          textposition: "auto" })),
+            { title: { text: `Accuracy · ${d.dataset}` }, barmode: "group", yaxis: axis("score", { rangemode: "tozero" }) }];
   },
   sweep(d) {
-    const p = d.points;
-    if (!p.length) return null;
-    const labels = p.map((pt) => `c=${pt.concurrency}`);
-    const line = (name, key, extra) => ({ type: "scatter", mode: "lines+markers+text", name, text: labels,
-      textposition: "top center", x: p.map((pt) => pt.throughput), y: p.map((pt) => pt[key]), ...extra });
-    return [[line("TTFT p90", "ttft_p90", {}), line("TPOT p90", "tpot_p90", { yaxis: "y2", line: { dash: "dot" } })],
+    if (!d.lines.length) return null;
+    const trace = (line, key, extra) => ({
+      type: "scatter", mode: "lines+markers+text", name: `${line.name} ${key.toUpperCase()}`,
+      text: line.points.map((pt) => `c=${pt.concurrency}`), textposition: "top center",
+      x: line.points.map((pt) => pt.throughput), y: line.points.map((pt) => pt[key]),
+      customdata: line.points.map((pt) => pt[`${key}_stat`]),
+      hovertemplate: `%{text}<br>%{x:.1f} token/s<br>${key.toUpperCase()} %{customdata} %{y:.1f} ms<extra>${line.name}</extra>`,
+      ...extra });
+    const traces = d.lines.flatMap((line) => [trace(line, "ttft", {}),
+                                              trace(line, "tpot", { yaxis: "y2", line: { dash: "dot" } })]);
+    return [traces,
             { title: { text: "Throughput against latency, one point per concurrency" }, margin: { ...LAYOUT.margin, r: 72 },
-              xaxis: axis("output token throughput (token/s)"), yaxis: axis("TTFT p90 (ms)"),
-              yaxis2: axis("TPOT p90 (ms)", { overlaying: "y", side: "right" }) }];
+              xaxis: axis("output token throughput (token/s)"), yaxis: axis(d.ttft_title),
+              yaxis2: axis(d.tpot_title, { overlaying: "y", side: "right" }) }];
   },
 };
 

@@ -3,6 +3,8 @@ targets met and missed, ties, no runs, unreadable specs, like-with-like groups, 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from apps.evals.advisor import (
@@ -119,13 +121,35 @@ def test_a_statistic_not_stored_is_not_judged_and_no_target_means_no_limit():
     run = record(ONE_P_ONE_D, throughput=2400, ttft=300, tpot=40, stats=("avg", "p90"))
     advice = advise([run], Targets(500, 50, "p99"), None)
     point = advice.layouts[0].points[0]
-    assert point.meets is None and point.misses == ("TTFT p99 not stored", "TPOT p99 not stored")
+    assert point.meets is None and point.misses == ("TTFT p99 not in this run's results (it has mean, p90)",
+                                                    "TPOT p99 not in this run's results (it has mean, p90)")
     assert advice.recommendation is None and advice.layouts[0].closest_miss is None and advice.layouts[0].unjudged == 1
     unlimited = advise([run], Targets(None, None, "p99"), None)
     assert unlimited.recommendation.best.record is run and "no latency target" in unlimited.text
     only_tpot = advise([run], Targets(None, 30, "p90"), None)
     assert only_tpot.recommendation is None and only_tpot.layouts[0].closest_miss.misses == (
         "TPOT p90 40.0 ms > 30 ms (+33%)",)
+
+
+def test_p50_and_p95_can_be_picked_and_a_run_without_the_statistic_says_which_it_has():
+    full = record(ONE_P_ONE_D, throughput=2400, ttft=300, tpot=40)  # avg, median, p90, p99
+    p95_only = replace(record(TWO_P_ONE_D, throughput=6400, ttft=1, tpot=1),
+                       ttft={"unit": "ms", "avg": 250.0, "p50": 240.0, "p95": 400.0, "n": 6},
+                       tpot={"unit": "ms", "avg": 30.0, "p50": 29.0, "p95": 45.0, "n": 6})
+    at_p90 = advise([full, p95_only], Targets(500, 50, "p90"), None)
+    unjudged = next(p for a in at_p90.layouts for p in a.points if p.record is p95_only)
+    assert unjudged.meets is None and (unjudged.ttft_ms, unjudged.tpot_ms) == (None, None)
+    assert unjudged.misses == ("TTFT p90 not in this run's results (it has mean, median, p50, p95)",
+                               "TPOT p90 not in this run's results (it has mean, median, p50, p95)")
+    assert at_p90.recommendation.best.record is full
+    assert at_p90.text.endswith(f"Not judged: #{p95_only.run_id}, whose results have no p90 for a targeted "
+                                "latency; pick a statistic they have.")
+    at_p95 = advise([full, p95_only], Targets(500, 50, "p95"), None)
+    assert at_p95.recommendation.best.record is p95_only and at_p95.recommendation.best.ttft_ms == 400.0
+    assert f"Not judged: #{full.run_id}," in at_p95.text
+    median = advise([full, p95_only], Targets(500, 50, "median"), None)  # one statistic, stored as median or p50
+    assert {p.ttft_ms for a in median.layouts for p in a.points} == {225.0, 240.0}
+    assert parse_query({"stat": "p95"})[0].stat == "p95" and parse_query({"stat": "p50"})[0].stat == "p50"
 
 
 def test_no_runs_and_unreadable_specs():
@@ -181,7 +205,7 @@ def test_parameters_are_checked_and_each_bad_one_is_named():
         assert "fixed:<max_out_len>" in caught.value.errors["group"]
     assert parse_query({}) == (Targets(None, None, "p90"), None)
     with pytest.raises(BadAdvisorQuery) as caught:
-        parse_query({"ttft_ms": "fast", "tpot_ms": "-1", "stat": "p95", "group": "no-length"})
+        parse_query({"ttft_ms": "fast", "tpot_ms": "-1", "stat": "p42", "group": "no-length"})
     assert set(caught.value.errors) == {"ttft_ms", "tpot_ms", "stat", "group"}
     assert "'fast'" in caught.value.errors["ttft_ms"] and "p90" in caught.value.errors["stat"]
     for value in ("nan", "inf", "0", "1e12"):

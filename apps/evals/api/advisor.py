@@ -64,11 +64,15 @@ class AdvisorPointSerializer(serializers.Serializer):
     output_token_throughput = serializers.FloatField(help_text="token/s")
     request_throughput = serializers.FloatField(allow_null=True, help_text="req/s")
     throughput_per_npu = serializers.FloatField(help_text="output token/s per NPU of the layout (Prefill + Decode)")
-    ttft_ms = serializers.FloatField(allow_null=True, help_text="at the chosen statistic")
-    tpot_ms = serializers.FloatField(allow_null=True, help_text="at the chosen statistic")
-    meets = serializers.BooleanField(allow_null=True, help_text="met every target given; null: a targeted "
-                                                                "statistic is not stored")
-    misses = serializers.ListField(child=serializers.CharField(), help_text="each target missed, by how much")
+    ttft_ms = serializers.FloatField(allow_null=True, help_text="at the chosen statistic; null: not in the run's "
+                                                               "results")
+    tpot_ms = serializers.FloatField(allow_null=True, help_text="at the chosen statistic; null: not in the run's "
+                                                               "results")
+    meets = serializers.BooleanField(allow_null=True, help_text="met every target given; null: not judged, the "
+                                                                "run's results lack a targeted statistic")
+    misses = serializers.ListField(child=serializers.CharField(), help_text="each target missed, by how much; or "
+                                                                            "the statistic the run lacks and the "
+                                                                            "ones it has")
     links = AdvisorRunLinksSerializer()
 
     def to_representation(self, p: Point) -> dict:
@@ -130,7 +134,8 @@ class AdvisorSerializer(serializers.Serializer):
 
 
 def _stat_help() -> str:
-    return f"the latency statistic judged, default {DEFAULT_STAT}"
+    return (f"the latency statistic judged, default {DEFAULT_STAT} (median and p50 are one); a run whose results "
+            "lack it is not judged, and says which it has")
 
 
 class EvalAdvisorView(APIView):

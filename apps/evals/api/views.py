@@ -160,7 +160,8 @@ class EvalCompareView(APIView):
                                                                "(the error names runs)"),
                               404: OpenApiResponse(description="names the run ids that do not exist")})
     def get(self, request):
-        """Runs side by side: metrics with deltas and regressions against the first run, and topology changes."""
+        """Runs side by side, a table per dataset with a column per (run, model) that has it: metrics with deltas
+        and regressions against each table's first column, and the topology changes against the first run."""
         raw = [part.strip() for part in request.query_params.get("runs", "").split(",") if part.strip()]
         not_ids = [part for part in raw if not part.isdecimal()]
         if not_ids:
@@ -174,11 +175,12 @@ class EvalCompareView(APIView):
             raise NotFound(f"no eval runs with ids {', '.join(missing)}")
         comparison = compare_runs([found[i] for i in ids])
         baseline = comparison.runs[0]
-        changes = [{"run": run.pk, "baseline": baseline.pk,
-                    "changes": [{"path": path, "old": old, "new": new} for path, old, new in diff]}
-                   for run, diff in zip(comparison.runs[1:], comparison.topology_changes, strict=True)]
-        return Response(ComparisonSerializer({"runs": comparison.runs, "rows": comparison.rows,
-                                              "topology_changes": changes, "notes": comparison.notes}).data)
+        changes = [{"run": change.run.pk, "baseline": baseline.pk, "problem": change.problem,
+                    "changes": [{"path": path, "old": old, "new": new} for path, old, new in change.changes]}
+                   for change in comparison.topology_changes]
+        return Response(ComparisonSerializer({"runs": comparison.runs, "tables": comparison.tables,
+                                              "rows": comparison.rows, "topology_changes": changes,
+                                              "notes": comparison.notes}).data)
 
 
 class EvalSweepFilterSet(django_filters.FilterSet):

@@ -137,16 +137,17 @@ def test_compare_puts_the_baseline_first_and_marks_regressions(browser_for, fini
     picked = client.get(f"/evals/compare/?runs={slower.pk}&runs={finished_run.pk}")
     assert picked.status_code == 302 and picked["Location"] == f"/evals/compare/?runs={finished_run.pk},{slower.pk}"
     html = client.get(picked["Location"]).content.decode()
-    table = re.search(r'id="compare-table">(.*?)</table>', html, re.S).group(1)
+    table = re.search(r'id="compare-table-1">(.*?)</table>', html, re.S).group(1)
     assert table.index(f"#{finished_run.pk}") < table.index(f"#{slower.pk}") and "baseline" in table
     assert '<td class="num regression">61.70 <small class="delta">-50.0%</small>' in table
     assert '<td class="num regression">280 <small class="delta">+100.0%</small>' in table
     assert '<td class="num">123.40</td>' in table
     changes = re.search(r'id="topology-changes">(.*?)</ul>\n\n', html, re.S).group(1)
     assert "<code>proxy.policy</code>: least_conn → round_robin" in changes
-    data = json_script(html, "compare-chart-data")
-    assert data["accuracy"] == [66.67, 33.33] and "TTFT p90" in data["labels"]
-    assert data["values"][1][data["labels"].index("TTFT p90")] == 280.0
+    data = json_script(html, "compare-chart-data-1")
+    assert data["accuracy"] == {"labels": ["Accuracy"], "values": [[66.67], [33.33]]}
+    latency = data["percentiles"]
+    assert latency["values"][1][latency["labels"].index("TTFT p90")] == 280.0
 
 
 def test_compare_needs_two_runs(browser_for, finished_run):
@@ -173,8 +174,12 @@ def test_a_sweep_page_polls_while_a_run_is_unfinished_and_charts_each_point(brow
     client = browser_for("viewer")
     html = client.get(f"/evals/sweeps/{sweep.pk}/").content.decode()
     assert 'hx-trigger="every 2s"' in html and 'data-chart="sweep"' in html and "vendor/plotly.min.js" in html
-    assert json_script(html, "sweep-chart-data")["points"] == [
-        {"run": second.pk - 1, "concurrency": 1, "throughput": 123.4, "ttft_p90": 140.0, "tpot_p90": 21.5}]
+    data = json_script(html, "sweep-chart-data")
+    [line] = data["lines"]
+    assert [(p["run"], p["concurrency"], p["throughput"], p["ttft"], p["ttft_stat"], p["tpot"])
+            for p in line["points"]] == [(second.pk - 1, 1, 123.4, 140.0, "p90", 21.5)]
+    assert data["ttft_title"] == "TTFT p90 (ms)" and [row["id"] for row in data["rows"]] == [second.pk - 1, second.pk]
+    assert '140.0 <small class="muted sweep-stat">p90</small>' in html
     second.status = "succeeded"
     second.save()
     fragment = client.get(f"/evals/sweeps/{sweep.pk}/", HTTP_HX_REQUEST="true").content.decode()
