@@ -10,6 +10,7 @@ from apps.audit.api.views import AuditEntryViewSet
 from apps.deployments.api.views import DeploymentViewSet, ProcessViewSet, RevisionViewSet
 from apps.deployments.playground.api import DeploymentPlaygroundView
 from apps.evals.api.advisor import EvalAdvisorView
+from apps.evals.api.imports import EvalImportView
 from apps.evals.api.views import EvalCompareView, EvalDatasetViewSet, EvalRunViewSet, EvalSweepViewSet
 from apps.inventory.api.views import (
     ClusterViewSet,
@@ -50,6 +51,7 @@ urlpatterns = [
     path("prometheus/sd/", PrometheusSdView.as_view(), name="api-prometheus-sd"),
     path("evals/compare/", EvalCompareView.as_view(), name="eval-compare"),
     path("evals/advisor/", EvalAdvisorView.as_view(), name="eval-advisor"),
+    path("evals/import/", EvalImportView.as_view(), name="eval-import"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),

@@ -3,6 +3,7 @@ Each returns the exit code (docs/cli.md: 0 done or the job successful, 1 the job
 
 from __future__ import annotations
 
+import base64
 import getpass
 import os
 import sys
@@ -451,20 +452,39 @@ EVAL_SETTINGS = ("api_style", "stream", "ignore_eos", "max_out_len", "concurrenc
                  "num_prompts", "num_warmups", "tokenizer_path", "time_limit_s")
 
 
-def eval_summary(run: dict) -> list[str]:
-    lines = [f"eval run {run.get('id')} on {run.get('deployment_name')} r{run.get('revision_number')} "
-             f"({run.get('mode')}, {run.get('dataset_key')}): {run.get('status')}"]
-    if run.get("accuracy") is not None:
-        lines.append(f"  accuracy: {run['accuracy']:.2f}%")
-    perf = run.get("perf_summary") or {}
+def _stats_text(stats: dict) -> str:
+    shown = [(k, stats[k]) for k in ("median", "p50", "p75", "p90", "p95", "p99") if stats.get(k) is not None]
+    unit = f" {stats['unit']}" if stats.get("unit") else ""
+    return ", ".join(f"{k} {cell(v)}" for k, v in shown) + unit
+
+
+def _entry_lines(entry: dict, several: bool) -> list[str]:
+    head, indent = (f"  {entry.get('model')} · {entry.get('dataset')}:", "    ") if several else ("", "  ")
+    lines = [head] if head else []
+    acc = entry.get("accuracy") or {}
+    if acc.get("score") is not None:
+        others = ", ".join(f"{k} {cell(v)}" for k, v in (acc.get("scores") or {}).items() if k != "accuracy")
+        lines.append(f"{indent}accuracy: {acc['score']:.2f}%" + (f" ({others})" if others else ""))
+    perf = entry.get("performance") or {}
+    stage = perf.get("headline_stage")
+    summary = (perf.get("summary") or {}).get(stage) or {}
     for key in ("request_throughput", "output_token_throughput"):
-        if perf.get(key) is not None:
-            lines.append(f"  {key.replace('_', ' ')}: {perf[key]:.2f}")
-    for metric, stats in (run.get("perf_percentiles") or {}).items():
-        if isinstance(stats, dict) and stats.get("median") is not None:
-            unit = f" {stats['unit']}" if stats.get("unit") else ""
-            lines.append(f"  {metric}: median {stats.get('median'):.2f}, p90 {cell(stats.get('p90'))}, "
-                         f"p99 {cell(stats.get('p99'))}{unit}")
+        if summary.get(key) is not None:
+            lines.append(f"{indent}{key.replace('_', ' ')}: {summary[key]:.2f}" +
+                         (f" (stage {stage})" if stage != "total" else ""))
+    for metric, stats in ((perf.get("percentiles") or {}).get(stage) or {}).items():
+        if isinstance(stats, dict) and _stats_text(stats):
+            lines.append(f"{indent}{metric}: {_stats_text(stats)}")
+    return lines
+
+
+def eval_summary(run: dict) -> list[str]:
+    origin = f" [imported from {run.get('imported_from')}]" if run.get("source") == "imported" else ""
+    lines = [f"eval run {run.get('id')} on {run.get('deployment_name')} r{run.get('revision_number')} "
+             f"({run.get('mode')}, {run.get('dataset_key')}): {run.get('status')}{origin}"]
+    entries = [e for e in run.get("results") or [] if isinstance(e, dict)]
+    for entry in entries:
+        lines += _entry_lines(entry, len(entries) > 1)
     if run.get("explanation"):
         lines.append(f"  {' '.join(str(run['explanation']).split())}")
     return lines
@@ -519,6 +539,28 @@ def cmd_eval_show(ctx: Context) -> int:
         return wait_eval(ctx, run)
     ctx.emit(run, lambda: [ctx.say(line) for line in eval_summary(run)])
     return EVAL_EXIT.get(run.get("status"), 0)
+
+
+def cmd_eval_import(ctx: Context) -> int:
+    args = ctx.args
+    if args.file == "-":
+        body: dict = {"text": sys.stdin.read()}
+    else:
+        path = Path(args.file)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CliError(f"{args.file}: cannot be read ({exc.strerror})") from None
+        body = {"name": path.name, "content_base64": base64.b64encode(data).decode("ascii")}
+    if args.deployment:
+        body["deployment"] = deployment(ctx, args.deployment)["id"]
+    for name in ("revision", "label", "concurrency", "max_out_len", "dataset", "note"):
+        if getattr(args, name) is not None:
+            body[name] = getattr(args, name)
+    body["ignore_eos"] = args.ignore_eos
+    run = ctx.client.post("/api/evals/import/", body)
+    ctx.emit(run, lambda: [ctx.say(line) for line in eval_summary(run)])
+    return 0
 
 
 def cmd_eval_datasets(ctx: Context) -> int:

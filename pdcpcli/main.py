@@ -151,7 +151,7 @@ def build_parser() -> Parser:
     p.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends; exit with its result")
     p.add_argument("--node", help="only this node's events")
 
-    ev = command("eval", None, "evaluations (AISBench): run, list, show, datasets").add_subparsers(
+    ev = command("eval", None, "evaluations (AISBench): run, list, show, import, datasets").add_subparsers(
         dest="action", metavar="ACTION", required=True, parser_class=Parser)
     p = command("run", commands.cmd_eval_run, "evaluate a deployment's active revision", ev)
     p.add_argument("deployment", help="name or id")
@@ -180,6 +180,18 @@ def build_parser() -> Parser:
     p = command("show", commands.cmd_eval_show, "an eval run's results", ev)
     p.add_argument("id", type=int)
     _wait(p)
+    p = command("import", commands.cmd_eval_import, "import an AISBench result made elsewhere", ev)
+    p.add_argument("file", help="an output folder as a .zip, a summary_*.md/.txt/.csv, a perf <dataset>.json/.csv; "
+                                "- reads pasted console output from stdin")
+    p.add_argument("--deployment", metavar="D", help="the deployment it ran on (name or id); default: none")
+    p.add_argument("--revision", type=int, metavar="N", help="its revision (default the active one)")
+    p.add_argument("--label", help="without --deployment: names the outside system (default external)")
+    p.add_argument("--concurrency", type=int, metavar="N", help="default: the Max Concurrency measured")
+    p.add_argument("--max-out-len", type=int, metavar="N", help="default: the longest answer measured")
+    p.add_argument("--ignore-eos", action="store_true", help="every answer was --max-out-len tokens")
+    p.add_argument("--dataset", help="the dataset key it corresponds to (`pdcp eval datasets`), so the advisor "
+                                     "groups it with runs made here; default imported:<its dataset>")
+    p.add_argument("--note", help="a short note kept with the run")
     command("datasets", commands.cmd_eval_datasets, "the datasets a run may name", ev)
     return parser
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import advisor_views, views
+from . import advisor_views, import_views, views
 
 app_name = "evals"
 
@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.eval_list, name="list"),
     path("new/", views.eval_new, name="new"),
     path("compare/", views.eval_compare, name="compare"),
+    path("import/", import_views.eval_import_page, name="import"),
     path("advisor/", advisor_views.advisor_page, name="advisor"),
     path("<int:pk>/", views.eval_detail, name="detail"),
     path("<int:pk>/state/", views.eval_state, name="state"),

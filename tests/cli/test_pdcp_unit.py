@@ -270,20 +270,61 @@ def test_eval_run_sends_ignore_eos_only_when_given(stub):
 
 
 @pytest.mark.procs
-def test_eval_show_prints_each_metric_in_its_own_unit(stub):
+def test_eval_show_prints_each_metric_in_its_own_unit_and_only_the_percentiles_stored(stub):
     # stored as the parser keeps AISBench's table: times in ms, throughputs in theirs, token counts without one
+    percentiles = {
+        "TTFT": {"unit": "ms", "median": 217.6, "p90": 220.2, "p99": 223.8},
+        "OutputTokens": {"unit": "", "median": 64.0, "p95": 64.0},
+        "OutputTokenThroughput": {"unit": "token/s", "median": 26.62, "p90": 26.7, "p99": 26.73}}
     stub.on("GET", "/api/evals/runs/3/", (200, {
         "id": 3, "deployment_name": "mindie-demo", "revision_number": 1, "mode": "performance",
-        "dataset_key": "catalogue:made-up-aime", "status": "succeeded", "perf_summary": {},
-        "perf_percentiles": {
-            "TTFT": {"unit": "ms", "median": 217.6, "p90": 220.2, "p99": 223.8},
-            "OutputTokens": {"unit": "", "median": 64.0, "p90": 64.0, "p99": 64.0},
-            "OutputTokenThroughput": {"unit": "token/s", "median": 26.62, "p90": 26.7, "p99": 26.73}}}))
+        "dataset_key": "catalogue:made-up-aime", "status": "succeeded", "results": [
+            {"model": "pdcp", "dataset": "made_up_aime", "accuracy": None, "performance": {
+                "headline_stage": "total", "stages": ["total"], "summary": {"total": {}},
+                "percentiles": {"total": percentiles}}}]}))
     code, out, _ = run("eval", "show", "3")
     assert code == 0
-    assert "  TTFT: median 217.60, p90 220.2, p99 223.8 ms\n" in out
-    assert "  OutputTokens: median 64.00, p90 64.0, p99 64.0\n" in out
+    assert "  TTFT: median 217.6, p90 220.2, p99 223.8 ms\n" in out
+    assert "  OutputTokens: median 64.0, p95 64.0\n" in out
     assert "  OutputTokenThroughput: median 26.62, p90 26.7, p99 26.73 token/s\n" in out
+
+
+@pytest.mark.procs
+def test_eval_show_prints_every_model_and_dataset_with_its_stage(stub):
+    def entry(model, dataset, score, stage):
+        return {"model": model, "dataset": dataset, "accuracy": {"score": score, "scores": {"accuracy": score}},
+                "performance": {"headline_stage": stage, "summary": {stage: {"output_token_throughput": 10.0}},
+                                "percentiles": {}}}
+    stub.on("GET", "/api/evals/runs/4/", (200, {
+        "id": 4, "deployment_name": "external", "revision_number": 0, "mode": "both", "source": "imported",
+        "imported_from": "b.zip (AISBench output folder)", "dataset_key": "imported:gsm8k", "status": "succeeded",
+        "results": [entry("model-a", "gsm8k", 90.0, "stable"), entry("model-b", "gsm8k", 50.0, "total")]}))
+    code, out, _ = run("eval", "show", "4")
+    assert code == 0 and "[imported from b.zip (AISBench output folder)]" in out
+    assert "  model-a · gsm8k:\n    accuracy: 90.00%\n    output token throughput: 10.00 (stage stable)\n" in out
+    assert "  model-b · gsm8k:\n    accuracy: 50.00%\n    output token throughput: 10.00\n" in out
+
+
+@pytest.mark.procs
+def test_eval_import_sends_the_file_or_stdin_and_the_tie(stub, tmp_path, monkeypatch):
+    with_deployment(stub)
+    answer = {"id": 8, "deployment_name": "reference-sim", "revision_number": 1, "mode": "accuracy",
+              "dataset_key": "imported:aime4", "status": "succeeded", "source": "imported",
+              "imported_from": "summary_1.md (accuracy summary)", "results": []}
+    stub.on("POST", "/api/evals/import/", (201, answer))
+    summary = tmp_path / "summary_1.md"
+    summary.write_bytes(b"| dataset | version | metric | mode | m |\n")
+    code, out, _ = run("eval", "import", str(summary), "--deployment", "reference-sim", "--revision", "1")
+    assert code == 0 and "[imported from summary_1.md (accuracy summary)]" in out
+    monkeypatch.setattr("sys.stdin", io.StringIO("pasted tables"))
+    code, _, _ = run("eval", "import", "-", "--label", "cluster-b", "--concurrency", "8")
+    assert code == 0
+    first, second = (sent["body"] for sent in stub.sent("POST", "/api/evals/import/"))
+    assert first == {"name": "summary_1.md", "content_base64": "fCBkYXRhc2V0IHwgdmVyc2lvbiB8IG1ldHJpYyB8IG1vZGUgfCBtIHwK",
+                     "deployment": 7, "revision": 1, "ignore_eos": False}
+    assert second == {"text": "pasted tables", "label": "cluster-b", "concurrency": 8, "ignore_eos": False}
+    code, _, err = run("eval", "import", str(tmp_path / "missing.zip"))
+    assert code == 3 and "missing.zip: cannot be read" in err
 
 
 # --- jobs and --wait ----------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from apps.deployments.models import Deployment
 from ..choices import ApiStyle, EvalMode, EvalStatus
 from ..datasets import SCORED_FAMILIES
 from ..models import EvalRun, EvalSample, EvalSweep, slug_validator
+from ..results import entries_of
 from ..run_settings import (
     FLOAT_LIMITS,
     INT_LIMITS,
@@ -178,7 +179,7 @@ class RunLinksSerializer(serializers.Serializer):
 
 LIST_FIELDS = ["id", "deployment", "deployment_name", "revision_number", "simulated", "mode", "dataset_key",
                "dataset_abbr", "concurrency", "ignore_eos", "sweep", "job", "status", "status_label", "phase", "progress_done",
-               "progress_total", "percent", "accuracy", "created_by", "created", "started", "finished"]
+               "progress_total", "percent", "accuracy", "source", "created_by", "created", "started", "finished"]
 
 
 class EvalRunSerializer(serializers.ModelSerializer):
@@ -202,12 +203,16 @@ class EvalRunDetailSerializer(EvalRunSerializer):
     class Meta(EvalRunSerializer.Meta):
         fields = LIST_FIELDS + [
             "settings", "revision", "revision_spec", "endpoint_url", "served_model", "client_node", "dataset_family",
-            "dataset_sha256", "explanation", "log_tail", "timestamps", "accuracy_detail", "perf_summary",
-            "perf_percentiles", "perf_requests", "links"]
+            "dataset_sha256", "explanation", "log_tail", "timestamps", "imported_from", "note", "results",
+            "accuracy_detail", "perf_summary", "perf_percentiles", "perf_requests", "links"]
         read_only_fields = [f for f in fields if f != "perf_requests"]
+
+    results = serializers.JSONField(read_only=True, help_text="every figure AISBench wrote, one entry per (model, "
+                                                              "dataset): docs/evals.md, Results")
 
     def to_representation(self, run):
         data = super().to_representation(run)
+        data["results"] = entries_of(run)
         if not self.context.get("include_requests"):
             data.pop("perf_requests")
         return data
@@ -299,15 +304,37 @@ class DatasetUploadSerializer(serializers.Serializer):
 
 
 class CompareRowSerializer(serializers.Serializer):
-    key = serializers.CharField()
+    key = serializers.CharField(help_text="accuracy (the score), score:<metric> (another accuracy metric, e.g. "
+                                          "score:pass@4), a summary figure (request_throughput...), or "
+                                          "<latency>.<stat> (TTFT.p95)")
+    part = serializers.ChoiceField(choices=["accuracy", "summary", "latency"])
     label = serializers.CharField()
     unit = serializers.CharField()
     better = serializers.ChoiceField(choices=["higher", "lower"])
-    values = serializers.ListField(child=serializers.FloatField(allow_null=True))
+    values = serializers.ListField(child=serializers.FloatField(allow_null=True),
+                                   help_text="one per column; null: that column has no such figure")
     deltas = serializers.ListField(child=serializers.FloatField(allow_null=True),
-                                   help_text="percent against the first run")
+                                   help_text="percent against the first column")
     regressions = serializers.ListField(child=serializers.BooleanField(),
-                                        help_text="worse than the first run by more than 5% (any accuracy drop)")
+                                        help_text="worse than the first column by more than 5% (any accuracy drop)")
+
+
+class CompareColumnSerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    model = serializers.CharField(help_text="the model as AISBench named it")
+    imported = serializers.BooleanField(help_text="the run was imported from AISBench's files, not run here")
+    imported_from = serializers.CharField(help_text="the file an imported run was read from; empty otherwise")
+
+    def to_representation(self, column) -> dict:
+        run = column.run
+        return {"run": run.pk, "model": column.model, "imported": run.imported, "imported_from": run.imported_from}
+
+
+class CompareTableSerializer(serializers.Serializer):
+    dataset = serializers.CharField()
+    columns = CompareColumnSerializer(many=True, help_text="every (run, model) with the dataset, in the order the "
+                                                          "runs were asked; the first is the table's baseline")
+    rows = CompareRowSerializer(many=True, help_text="figures at each column's headline stage")
 
 
 class SpecChangeSerializer(serializers.Serializer):
@@ -320,11 +347,14 @@ class TopologyChangesSerializer(serializers.Serializer):
     run = serializers.IntegerField()
     baseline = serializers.IntegerField()
     changes = SpecChangeSerializer(many=True)
+    problem = serializers.CharField(help_text="why the specs could not be compared (an imported run without a "
+                                              "topology, an unreadable spec); empty when they were")
 
 
 class ComparisonSerializer(serializers.Serializer):
     runs = EvalRunSerializer(many=True, help_text="in the order asked; the first is the baseline")
-    rows = CompareRowSerializer(many=True)
+    tables = CompareTableSerializer(many=True, help_text="one per dataset, in the order the runs first name them")
+    rows = CompareRowSerializer(many=True, help_text="the first table's rows (kept for clients of one-dataset runs)")
     topology_changes = TopologyChangesSerializer(many=True, help_text="what the spec of each later run changed "
                                                                       "against the baseline's")
     notes = serializers.ListField(child=serializers.CharField())
