@@ -153,7 +153,7 @@ def test_each_cell_form(written, read):
     assert read_cell(written, "f.csv", "line 2, column Average") == read
 
 
-@pytest.mark.parametrize("written", ["fast", True, "75 (3 of 4)", "12 ms ms", "--"])
+@pytest.mark.parametrize("written", ["fast", True, "75 (3 of 4)", "12 ms ms", "--", "1 (" + "9" * 5000 + "/2)"])
 def test_a_bad_cell_names_file_line_and_column(written):
     with pytest.raises(OutputError, match=r"^f\.csv:line 2, column Average: .* is not a number$"):
         read_cell(written, "f.csv", "line 2, column Average")

@@ -20,7 +20,7 @@ from apps.evals.aisbench.output_files import OutputError
 NO_VALUE = {"", "-", "/", "N/A"}
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)"
 NUMBER_WITH_UNIT = re.compile(rf"^({NUMBER})\s*([A-Za-z%/]*)$", re.IGNORECASE)
-WITH_COUNT = re.compile(rf"^({NUMBER})\s*\(\s*(\d+)\s*/\s*(\d+)\s*\)$", re.IGNORECASE)
+WITH_COUNT = re.compile(rf"^({NUMBER})\s*\(\s*(\d{{1,18}})\s*/\s*(\d{{1,18}})\s*\)$", re.IGNORECASE)
 TIME_UNITS_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1000.0}
 
 

@@ -10,6 +10,7 @@ import io
 import re
 import shutil
 import stat
+import struct
 import tempfile
 import zipfile
 import zlib
@@ -22,6 +23,9 @@ from apps.evals.aisbench.output_files import OutputError
 MAX_TOTAL_BYTES = 500 * 2**20
 MAX_MEMBER_BYTES = 200 * 2**20
 MAX_MEMBERS = 20_000
+# what zipfile raises on a damaged or unusual zip (a bad header, an unknown version or method, a password)
+ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, NotImplementedError, RuntimeError,
+              zlib.error, struct.error)
 
 
 @contextmanager
@@ -34,7 +38,7 @@ def unpacked(name: str, data: bytes) -> Iterator[Path]:
 def unpack(name: str, data: bytes, target: Path) -> None:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as e:
+    except (*ZIP_ERRORS, OSError) as e:
         raise OutputError(name, "", f"is not a readable zip file ({e})") from None
     with archive:
         members = archive.infolist()
@@ -54,7 +58,7 @@ def unpack(name: str, data: bytes, target: Path) -> None:
                 copy_member(archive, member, target.joinpath(*parts[member.filename]))
             except OSError as e:
                 raise OutputError(name, member.filename[:200], f"cannot be unpacked ({e.strerror})") from None
-            except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, zlib.error) as e:
+            except ZIP_ERRORS as e:
                 raise OutputError(name, member.filename[:200], f"cannot be unpacked ({e})") from None
 
 
