@@ -11,13 +11,14 @@ from pathlib import Path
 from apps.evals.aisbench.cells import read_cell
 from apps.evals.aisbench.output_files import (
     OutputError,
+    Records,
     need,
     prompt_text,
     read_json,
     read_jsonl,
     read_text,
 )
-from apps.evals.aisbench.summary_formats import SUMMARY_COLUMNS, Records, summary_records
+from apps.evals.aisbench.summary_formats import SUMMARY_COLUMNS, summary_records
 
 # total_count: a column of agent benchmarks' summaries (summarizers/default.py, harbor.py), not a model
 NOT_MODEL_COLUMNS = (*SUMMARY_COLUMNS, "total_count")

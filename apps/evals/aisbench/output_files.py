@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+Records = Iterator[tuple[int, dict[str, str]]]  # a table's rows: (line number, {column: cell})
 
 
 class OutputError(Exception):
@@ -58,13 +59,13 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
         yield number, row
 
 
-def read_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+def read_csv(path: Path, required: tuple[str, ...]) -> Records:
     """Rows (with their 1-based line number, the header being line 1) holding every required column."""
     return csv_rows(read_text(path), path, required)
 
 
 def csv_rows(text: str, path: str | Path, required: tuple[str, ...],
-             first_line: int = 1) -> Iterator[tuple[int, dict[str, str]]]:
+             first_line: int = 1) -> Records:
     """read_csv over text that starts at line first_line of the file at path."""
     reader = csv.DictReader(text.splitlines())
     try:

@@ -11,7 +11,7 @@ import ast
 import re
 import sqlite3
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from apps.evals.aisbench.accuracy_output import FailedSample, parse_failed
 from apps.evals.aisbench.cells import read_cell, read_count
 from apps.evals.aisbench.output_files import (
     OutputError,
+    Records,
     need,
     read_csv,
     read_json,
@@ -30,7 +31,6 @@ COMMON_METRIC_COLUMNS = ("Common Metric", "Stage", "Value")  # <ds>.json as a ta
 STAT_KEYS = {"Average": "avg", "Min": "min", "Max": "max", "Median": "median"}  # and P<k> -> p<k>
 PERCENTILE = re.compile(r"P(\d+(?:\.\d+)?)")
 HEADLINE_STAGES = ("total", "stable")  # DefaultPerfMetricCalculator's, then StablePerfMetricCalculator's
-Records = Iterator[tuple[int, dict[str, str]]]
 
 
 @dataclass

@@ -9,10 +9,9 @@ formats"):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-from apps.evals.aisbench.output_files import OutputError, csv_rows
+from apps.evals.aisbench.output_files import OutputError, Records, csv_rows
 from apps.evals.aisbench.text_tables import TextTable, find_tables, text_lines
 
 SUMMARY_COLUMNS = ("dataset", "version", "metric", "mode")
@@ -21,9 +20,6 @@ BLOCK_START, BLOCK_END = "^" * 128, "$" * 128
 
 def is_summary_table(table: TextTable) -> bool:
     return tuple(table.header[:len(SUMMARY_COLUMNS)]) == SUMMARY_COLUMNS
-
-
-Records = Iterator[tuple[int, dict[str, str]]]
 
 
 def summary_records(text: str, path: str | Path) -> tuple[int, Records]:

@@ -18,11 +18,10 @@ Each table keeps its cells as written, with line numbers of the text (1-based)."
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from apps.evals.aisbench.output_files import OutputError, strip_ansi
+from apps.evals.aisbench.output_files import OutputError, Records, strip_ansi
 
 SIMPLE_RULE = re.compile(r"^-+(?:  -+)+$")  # two columns at least
 MARKDOWN_RULE = re.compile(r"^\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?$")
@@ -36,7 +35,7 @@ class TextTable:
     header_line: int
     rows: list[tuple[int, list[str]]]
 
-    def records(self, path: str | Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    def records(self, path: str | Path, required: tuple[str, ...]) -> Records:
         """Rows as {column: cell}, like output_files.read_csv."""
         missing = [c for c in required if c not in self.header]
         if missing:
