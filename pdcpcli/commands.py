@@ -462,7 +462,9 @@ def _entry_lines(entry: dict, several: bool) -> list[str]:
     head, indent = (f"  {entry.get('model')} · {entry.get('dataset')}:", "    ") if several else ("", "  ")
     lines = [head] if head else []
     acc = entry.get("accuracy") or {}
-    if acc.get("score") is not None:
+    if acc and acc.get("score") is None:
+        lines.append(f"{indent}accuracy: no score (AISBench wrote '-': its infer or eval task failed)")
+    elif acc:
         others = ", ".join(f"{k} {cell(v)}" for k, v in (acc.get("scores") or {}).items() if k != "accuracy")
         lines.append(f"{indent}accuracy: {acc['score']:.2f}%" + (f" ({others})" if others else ""))
     perf = entry.get("performance") or {}

@@ -298,11 +298,13 @@ def test_eval_show_prints_every_model_and_dataset_with_its_stage(stub):
     stub.on("GET", "/api/evals/runs/4/", (200, {
         "id": 4, "deployment_name": "external", "revision_number": 0, "mode": "both", "source": "imported",
         "imported_from": "b.zip (AISBench output folder)", "dataset_key": "imported:gsm8k", "status": "succeeded",
-        "results": [entry("model-a", "gsm8k", 90.0, "stable"), entry("model-b", "gsm8k", 50.0, "total")]}))
+        "results": [entry("model-a", "gsm8k", 90.0, "stable"), entry("model-b", "gsm8k", 50.0, "total"),
+                    {"model": "model-b", "dataset": "aime", "accuracy": {"score": None}, "performance": None}]}))
     code, out, _ = run("eval", "show", "4")
     assert code == 0 and "[imported from b.zip (AISBench output folder)]" in out
     assert "  model-a · gsm8k:\n    accuracy: 90.00%\n    output token throughput: 10.00 (stage stable)\n" in out
     assert "  model-b · gsm8k:\n    accuracy: 50.00%\n    output token throughput: 10.00\n" in out
+    assert "  model-b · aime:\n    accuracy: no score (AISBench wrote '-': its infer or eval task failed)\n" in out
 
 
 @pytest.mark.procs

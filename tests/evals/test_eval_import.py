@@ -134,6 +134,7 @@ def test_the_page_imports_and_the_run_shows_marked_imported(client, make_user, e
     run = EvalRun.objects.get()
     html = client.get(response["Location"]).content.decode()
     assert 'id="imported-badge"' in html and path.name in html and "cluster-b" in html and "nightly" in html
+    assert 'id="progress-count"' not in html and "imported (zip)" in html  # nothing ran here: no progress
     accuracy = re.search(r'id="accuracy-table">(.*?)</table>', html, re.S).group(1)
     assert "mock-chat" in accuracy and "aime4" in accuracy and "75" in accuracy
     listing = client.get("/evals/").content.decode()
