@@ -2,12 +2,26 @@
 (model, dataset)'s figures, never a mean across models; a "both" run's passes fill the same entries; a run stored
 before results existed still reads as one entry."""
 
+from pathlib import Path
+
 import pytest
 
-from apps.evals.aisbench.output_parser import DatasetAccuracy, DatasetPerformance, Distribution, Quantity
+from apps.evals.aisbench.output_parser import (
+    DatasetAccuracy,
+    DatasetPerformance,
+    Distribution,
+    Quantity,
+    judge,
+)
 from apps.evals.models import EvalRun
 from apps.evals.result_tables import accuracy_rows, performance_sections
-from apps.evals.results import clear_pass_results, entries_of, store_accuracy, store_performance
+from apps.evals.results import (
+    clear_pass_results,
+    entries_of,
+    store_accuracy,
+    store_pass_results,
+    store_performance,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -86,3 +100,37 @@ def test_a_run_stored_before_results_existed_reads_as_one_entry(run):
     assert (entry["model"], entry["dataset"]) == ("m", "made_up_aime")
     assert (entry["accuracy"]["score"], entry["accuracy"]["correct"], entry["accuracy"]["total"]) == (66.67, 2, 3)
     assert entry["performance"]["summary"]["total"] == {"output_token_throughput": 12.5}
+
+
+FORMS = Path(__file__).parent / "fixtures" / "forms"  # written by AISBench's own summarizers: forms/record.py
+
+
+def run_folder(form: str) -> Path:
+    [folder] = (FORMS / form / "work").iterdir()
+    return folder
+
+
+def test_a_stable_stage_run_with_p95_columns_is_stored_and_judged_succeeded(run):
+    folder = run_folder("stable_p95")
+    assert judge(folder.parent, "performance").ok
+    store_pass_results(run, "performance", folder)
+    run.refresh_from_db()
+    [entry] = run.results
+    assert entry["performance"]["headline_stage"] == "stable" and entry["performance"]["stages"] == ["stable"]
+    assert run.perf_summary["output_token_throughput"] > 0 and len(run.perf_requests) > 0
+    assert {"p50", "p95"} <= set(run.perf_percentiles["TTFT"]) and "p90" not in run.perf_percentiles["TTFT"]
+
+
+def test_a_two_model_and_a_four_dataset_run_keep_every_figure(run):
+    store_pass_results(run, "accuracy", run_folder("two_models"))
+    store_pass_results(run, "performance", run_folder("four_datasets"))
+    run.refresh_from_db()
+    scores = {(e["model"], e["dataset"]): e["accuracy"]["score"] for e in run.results if e["accuracy"]}
+    assert scores == {("vllm-pd-a", "gsm8k"): 91.31, ("vllm-pd-b", "gsm8k"): 88.75,
+                      ("vllm-pd-a", "aime2025"): 26.67, ("vllm-pd-b", "aime2025"): None}
+    assert run.accuracy == 91.31
+    perf = {e["dataset"]: e["performance"] for e in run.results if e["performance"]}
+    assert sorted(perf) == ["aime2025", "gsm8k", "math500", "synthetic_1k"]
+    for figures in perf.values():
+        assert figures["summary"]["total"]["output_token_throughput"] > 0
+        assert {"TTFT", "TPOT", "ITL", "E2EL"} <= set(figures["percentiles"]["total"])
