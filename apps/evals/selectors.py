@@ -20,7 +20,7 @@ SUMMARY_ROWS = (
     ("requests_failed", "Failed requests", "", "lower"),
 )
 PERCENTILE_METRICS = ("TTFT", "TPOT", "ITL", "E2EL")
-PERCENTILE_STATS = ("avg", "median", "p90", "p99")  # the stats a sweep point names in the API
+PERCENTILE_STATS = ("avg", "median", "p50", "p75", "p90", "p95", "p99")  # the stats a sweep point names in the API
 PERCENTILE_KEY = re.compile(r"^p(\d+(?:\.\d+)?)$")  # p50, p95, p99.9: whatever columns the file had
 SCORE_PREFIX = "score:"  # the key of an accuracy metric's row other than the score: score:pass@4
 REGRESSION_THRESHOLD = 0.05  # a change worse than 5% (or any accuracy drop) is highlighted

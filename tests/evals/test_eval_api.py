@@ -290,11 +290,12 @@ def test_a_sweep_creates_one_run_per_concurrency_and_starts_only_the_first(opera
 
     EvalRun.objects.filter(pk=runs[0].pk).update(
         status="succeeded", perf_summary={"request_throughput": 3.0, "output_token_throughput": 90.0},
-        perf_percentiles={"TTFT": {"avg": 20.0, "p99": 40.0}, "TPOT": {"avg": 5.0}})
+        perf_percentiles={"TTFT": {"avg": 20.0, "p99": 40.0}, "TPOT": {"avg": 5.0, "p95": 7.5}})
     detail = operator.get(f"/api/evals/sweeps/{sweep.pk}/").json()
     first = detail["runs"][0]
     assert first["status"] == "succeeded" and first["request_throughput"] == 3.0
     assert first["ttft"]["p99"] == 40.0 and first["tpot"]["avg"] == 5.0
+    assert first["tpot"]["p95"] == 7.5 and first["tpot"]["p90"] is None  # the columns its file had
     assert detail["runs"][1]["status"] == "pending" and detail["runs"][1]["request_throughput"] is None
     assert operator.get("/api/evals/sweeps/").json()["count"] == 1
     assert operator.get(RUNS, {"sweep": sweep.pk}).json()["count"] == 3

@@ -194,3 +194,26 @@ def test_an_imported_perf_run_tied_to_a_deployment_counts_in_the_advisor(operato
     assert [r["run"] for layout in advice["layouts"] for r in layout["runs"]] == [run["id"]]
     bad = post_file(operator, "perf.zip", zip_of(ts), dataset="catalogue:no-such-set")
     assert bad.status_code == 400 and "unknown dataset" in str(bad.json())
+
+
+def test_samples_of_several_models_say_whose_they_are(operator, client, tmp_path):
+    """The recorded accuracy run, with its model's files copied under a second model's name."""
+    import shutil
+
+    work = tmp_path / "work"
+    shutil.copytree(ACCURACY_WORK, work)
+    [ts] = list(work.iterdir())
+    for part in ("results", "predictions"):
+        shutil.copytree(ts / part / "mock-chat", ts / part / "mock-chat-b")
+    summary = next((ts / "summary").glob("*.csv"))
+    summary.write_text(summary.read_text().replace("mock-chat", "mock-chat,mock-chat-b").replace("75.00", "75.00,50.00"))
+    for other in (ts / "summary").glob("summary_*.[mt][dx]*"):
+        other.unlink()
+    run = post_file(operator, "two.zip", zip_of(work)).json()["id"]
+    samples = operator.get(f"/api/evals/runs/{run}/samples/").json()["results"]
+    assert {(s["model"], s["dataset"]) for s in samples} == {("mock-chat", "aime4"), ("mock-chat-b", "aime4")}
+    assert len(samples) == 8
+    client.force_login(operator.user)
+    html = client.get(f"/evals/{run}/").content.decode()
+    table = re.search(r'id="samples-table">(.*?)</table>', html, re.S).group(1)
+    assert "<th>Model</th><th>Dataset</th>" in table and "<td>mock-chat-b</td><td>aime4</td>" in table

@@ -221,14 +221,20 @@ class EvalRunDetailSerializer(EvalRunSerializer):
 class EvalSampleSerializer(serializers.ModelSerializer):
     class Meta:
         model = EvalSample
-        fields = ["index", "question", "prediction", "extracted", "reference", "correct", "failed", "error"]
+        fields = ["model", "dataset", "index", "question", "prediction", "extracted", "reference", "correct", "failed",
+                  "error"]
         read_only_fields = fields
 
 
 class PercentilesSerializer(serializers.Serializer):
+    """null: the run's <dataset>.csv had no such column (AISBench writes the percentiles it was configured for)."""
+
     avg = serializers.FloatField(allow_null=True)
     median = serializers.FloatField(allow_null=True)
+    p50 = serializers.FloatField(allow_null=True)
+    p75 = serializers.FloatField(allow_null=True)
     p90 = serializers.FloatField(allow_null=True)
+    p95 = serializers.FloatField(allow_null=True)
     p99 = serializers.FloatField(allow_null=True)
 
 
