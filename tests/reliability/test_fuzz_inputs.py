@@ -532,6 +532,48 @@ def test_aisbench_output_parser_names_the_bad_file_long(case):
     check_run_folder(*case)
 
 
+# --- imported results: summary files and console output ---------------------------------------------------------
+
+IMPORT_SAMPLES = sorted([*EVAL_FIXTURES.glob("accuracy_ok/work/*/summary/summary_*"),
+                         *EVAL_FIXTURES.glob("forms/*/work/*/summary/summary_*"),
+                         *EVAL_FIXTURES.glob("forms/*/console.txt"), EVAL_FIXTURES / "accuracy_ok" / "console.txt",
+                         EVAL_FIXTURES / "perf_ok" / "console.txt"])
+
+
+@st.composite
+def broken_import(draw):
+    """(file name, bytes): a recorded summary file or console output with one to three line-level changes."""
+    path = draw(st.sampled_from(IMPORT_SAMPLES))
+    return path.name, draw(mutated_text(path.read_text())).encode()
+
+
+def check_import(name: str, data: bytes) -> None:
+    from apps.evals.aisbench.output_parser import OutputError, read_pasted, read_upload
+
+    for read, where in ((lambda: read_upload(name, data), name), (lambda: read_pasted(data.decode()), "pasted text")):
+        try:
+            results = read()
+        except OutputError as exc:
+            assert exc.path.startswith(where) and exc.problem, exc
+            tally("import", "refused")
+        else:
+            assert results.accuracy or results.performance
+            tally("import", "accepted")
+
+
+@fuzz_settings(LIGHT_EXAMPLES)
+@given(case=broken_import())
+def test_import_readers_name_the_bad_file(case):
+    check_import(*case)
+
+
+@pytest.mark.reliability
+@fuzz_settings(HEAVY_EXAMPLES)
+@given(case=broken_import())
+def test_import_readers_name_the_bad_file_long(case):
+    check_import(*case)
+
+
 # --- the figures --------------------------------------------------------------------------------------------------
 
 def record(figure, case: str, command: str) -> None:
