@@ -11,6 +11,7 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 
 from . import __version__
@@ -127,7 +128,8 @@ class Client:
         self._context = ssl.create_default_context(cafile=ca_bundle) if ca_bundle else None
 
     def request(self, method: str, path: str, *, params: dict | None = None, body=None,
-                auth: bool = True) -> Response:
+                auth: bool = True, form: tuple[bytes, str] | None = None) -> Response:
+        """body: sent as JSON; form: (an encoded body, its Content-Type), e.g. from multipart()."""
         query = {k: v for k, v in (params or {}).items() if v is not None}
         full = self.url + path + (("?" + urllib.parse.urlencode(query)) if query else "")
         headers = {"Accept": "application/json", "User-Agent": f"pdcp/{__version__}"}
@@ -135,6 +137,8 @@ class Client:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
+        elif form is not None:
+            data, headers["Content-Type"] = form
         if auth and self.token:
             headers["Authorization"] = f"Token {self.token}"
         req = urllib.request.Request(full, data=data, headers=headers, method=method)
@@ -172,6 +176,11 @@ class Client:
     def post(self, path: str, body=None, **kwargs):
         return self.request("POST", path, body=body if body is not None else {}, **kwargs).body
 
+    def post_file(self, path: str, fields: dict, name: str, data: bytes):
+        """A multipart/form-data POST: the file as field "file" (the server takes it whatever its size, up to its
+        own limit; a JSON body is capped near 2.5 MB) and the other fields as text."""
+        return self.request("POST", path, form=multipart(fields, name, data)).body
+
     def get_all(self, path: str, *, page: int = 500, most: int | None = None, **params) -> list:
         """Every result of a paginated list (limit/offset pages), or of a plain list; at most `most`."""
         out, offset = [], 0
@@ -185,6 +194,16 @@ class Client:
             if not body.get("next") or not results or (most is not None and len(out) >= most):
                 return out
             offset += len(results)
+
+
+def multipart(fields: dict, file_name: str, data: bytes) -> tuple[bytes, str]:
+    boundary = uuid.uuid4().hex
+    quoted = file_name.replace("\\", "_").replace('"', "_").replace("\r", "_").replace("\n", "_")
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n{value}\r\n'.encode()
+             for key, value in fields.items()]
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{quoted}"\r\n'
+                 "Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
 
 
 def _decode(raw: bytes, headers) -> object:

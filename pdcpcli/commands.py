@@ -3,7 +3,6 @@ Each returns the exit code (docs/cli.md: 0 done or the job successful, 1 the job
 
 from __future__ import annotations
 
-import base64
 import getpass
 import os
 import sys
@@ -545,22 +544,23 @@ def cmd_eval_show(ctx: Context) -> int:
 
 def cmd_eval_import(ctx: Context) -> int:
     args = ctx.args
+    fields: dict = {}
+    if args.deployment:
+        fields["deployment"] = deployment(ctx, args.deployment)["id"]
+    for name in ("revision", "label", "concurrency", "max_out_len", "dataset", "note"):
+        if getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
+    fields["ignore_eos"] = args.ignore_eos
     if args.file == "-":
-        body: dict = {"text": sys.stdin.read()}
+        run = ctx.client.post("/api/evals/import/", {"text": sys.stdin.read(), **fields})
     else:
         path = Path(args.file)
         try:
             data = path.read_bytes()
         except OSError as exc:
             raise CliError(f"{args.file}: cannot be read ({exc.strerror})") from None
-        body = {"name": path.name, "content_base64": base64.b64encode(data).decode("ascii")}
-    if args.deployment:
-        body["deployment"] = deployment(ctx, args.deployment)["id"]
-    for name in ("revision", "label", "concurrency", "max_out_len", "dataset", "note"):
-        if getattr(args, name) is not None:
-            body[name] = getattr(args, name)
-    body["ignore_eos"] = args.ignore_eos
-    run = ctx.client.post("/api/evals/import/", body)
+        run = ctx.client.post_file("/api/evals/import/", {k: str(v).lower() if isinstance(v, bool) else v
+                                                          for k, v in fields.items()}, path.name, data)
     ctx.emit(run, lambda: [ctx.say(line) for line in eval_summary(run)])
     return 0
 

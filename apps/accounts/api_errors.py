@@ -12,6 +12,8 @@ import logging
 import uuid
 from collections.abc import Mapping
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, IntegrityError
 from django.http import JsonResponse
@@ -118,6 +120,11 @@ def exception_handler(exc, context):
     if isinstance(exc, DjangoValidationError):
         errors = flatten_errors(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
         return invalid_response(errors)
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE / 2**20
+        return Response(error_body(f"the request body is larger than {limit:g} MB: send a file as "
+                                   "multipart/form-data (the file field), which has no such limit"),
+                        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, IntegrityError):
         return Response(error_body(f"conflicts with existing data: {exc}"), status=status.HTTP_409_CONFLICT)
     if isinstance(exc, DataError):  # a value the database cannot hold (a NUL character in a query parameter)
@@ -148,6 +155,8 @@ ERROR_STATUSES = {  # status -> (when it applies, description)
     "403": ("authenticated", "the caller's role does not allow this"),
     "404": ("path parameter", "no such object"),
     "409": ("writes", "conflicts with the object's state or with existing data"),
+    "413": ("body", "the body is larger than the server takes (DATA_UPLOAD_MAX_MEMORY_SIZE); a file goes as "
+                    "multipart/form-data where the operation takes one"),
     "415": ("body", "the body's Content-Type is not one this operation reads"),
     "500": ("always", "an unexpected error; `detail` quotes a reference to look up in the server log"),
 }

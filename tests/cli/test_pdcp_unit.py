@@ -3,6 +3,8 @@ how it reports errors. No Django and no database: the client only speaks HTTP.""
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import io
 import json
 import os
@@ -41,7 +43,7 @@ class Stub:
                 raw = self.rfile.read(length) if length else b""
                 request = {"method": self.command, "path": parts.path,
                            "query": dict(urllib.parse.parse_qsl(parts.query)), "headers": dict(self.headers),
-                           "body": json.loads(raw) if raw else None}
+                           "body": _body(self.headers.get("Content-Type") or "", raw)}
                 stub.requests.append(request)
                 answer = stub.routes.get((self.command, parts.path), (404, {"detail": "Not found."}))
                 if callable(answer):
@@ -69,6 +71,19 @@ class Stub:
 
     def sent(self, method: str, path: str) -> list[dict]:
         return [r for r in self.requests if r["method"] == method and r["path"] == path]
+
+
+def _body(kind: str, raw: bytes):
+    """JSON, or a multipart form read by the standard library's MIME parser: {field: text, file: (name, bytes)}."""
+    if not kind.startswith("multipart/form-data"):
+        return json.loads(raw) if raw else None
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        f"Content-Type: {kind}\r\n\r\n".encode() + raw)
+    out = {}
+    for part in message.iter_parts():
+        name, data = part.get_param("name", header="content-disposition"), part.get_payload(decode=True)
+        out[name] = (part.get_filename(), data) if part.get_filename() else data.decode()
+    return out
 
 
 @pytest.fixture
@@ -321,10 +336,11 @@ def test_eval_import_sends_the_file_or_stdin_and_the_tie(stub, tmp_path, monkeyp
     monkeypatch.setattr("sys.stdin", io.StringIO("pasted tables"))
     code, _, _ = run("eval", "import", "-", "--label", "cluster-b", "--concurrency", "8")
     assert code == 0
-    first, second = (sent["body"] for sent in stub.sent("POST", "/api/evals/import/"))
-    assert first == {"name": "summary_1.md", "content_base64": "fCBkYXRhc2V0IHwgdmVyc2lvbiB8IG1ldHJpYyB8IG1vZGUgfCBtIHwK",
-                     "deployment": 7, "revision": 1, "ignore_eos": False}
-    assert second == {"text": "pasted tables", "label": "cluster-b", "concurrency": 8, "ignore_eos": False}
+    first, second = stub.sent("POST", "/api/evals/import/")
+    assert first["headers"]["Content-Type"].startswith("multipart/form-data; boundary=")  # any size of file
+    assert first["body"] == {"deployment": "7", "revision": "1", "ignore_eos": "false",
+                             "file": ("summary_1.md", summary.read_bytes())}
+    assert second["body"] == {"text": "pasted tables", "label": "cluster-b", "concurrency": 8, "ignore_eos": False}
     code, _, err = run("eval", "import", str(tmp_path / "missing.zip"))
     assert code == 3 and "missing.zip: cannot be read" in err
 

@@ -217,3 +217,20 @@ def test_samples_of_several_models_say_whose_they_are(operator, client, tmp_path
     html = client.get(f"/evals/{run}/").content.decode()
     table = re.search(r'id="samples-table">(.*?)</table>', html, re.S).group(1)
     assert "<th>Model</th><th>Dataset</th>" in table and "<td>mock-chat-b</td><td>aime4</td>" in table
+
+
+def test_a_big_zip_goes_as_pdcp_sends_it_and_a_big_json_body_is_a_413(operator):
+    """pdcp posts the file as multipart (pdcpcli.api.multipart): Django takes it past DATA_UPLOAD_MAX_MEMORY_SIZE,
+    which a JSON body hits with a 413 naming the way out, not a 500."""
+    from pdcpcli.api import multipart
+
+    buffer = io.BytesIO(zip_of(ACCURACY_WORK))
+    with zipfile.ZipFile(buffer, "a") as archive:  # incompressible bytes beside the results: a 3.5 MB zip
+        archive.writestr("extra/padding.bin", bytes(range(256)) * 14_000, compress_type=zipfile.ZIP_STORED)
+    data = buffer.getvalue()
+    body, kind = multipart({"label": "cluster-b", "ignore_eos": "false"}, "big run.zip", data)
+    response = operator.generic("POST", IMPORT, body, content_type=kind)
+    assert response.status_code == 201, response.content[:500]
+    assert response.json()["imported_from"].startswith("big run.zip (")
+    too_big = post_file(operator, "big.zip", data)
+    assert too_big.status_code == 413 and "multipart/form-data" in too_big.json()["detail"]
