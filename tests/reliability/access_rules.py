@@ -71,6 +71,7 @@ RULES: dict[str, str | dict[str, str]] = {
     "evals:list": VIEWER,
     "evals:new": OPERATOR,
     "evals:compare": VIEWER,
+    "evals:import": OPERATOR,
     "evals:advisor": VIEWER,
     "evals:detail": VIEWER,
     "evals:state": VIEWER,
@@ -145,6 +146,7 @@ RULES: dict[str, str | dict[str, str]] = {
     "eval-sweep-detail": VIEWER,
     "eval-dataset-list": {"GET": VIEWER, "POST": OPERATOR},
     "eval-compare": VIEWER,
+    "eval-import": OPERATOR,
     "eval-advisor": VIEWER,
     # Websockets (controlplane/routing.py, apps/realtime/object_socket.py): read-only, viewer and an existing row.
     "ws:ws/jobs/<int:job_id>/": VIEWER,

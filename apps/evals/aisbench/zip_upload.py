@@ -30,7 +30,7 @@ ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, No
 
 @contextmanager
 def unpacked(name: str, data: bytes) -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="pdcp-aisbench-import-") as folder:
+    with tempfile.TemporaryDirectory(prefix="aisbench-import-") as folder:
         unpack(name, data, Path(folder))
         yield Path(folder)
 
