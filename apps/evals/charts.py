@@ -3,11 +3,9 @@ static/js/eval-charts.js builds the figures)."""
 
 from __future__ import annotations
 
-import math
-
 from .choices import EvalStatus
-from .results import entries_of
-from .selectors import CompareColumn, CompareTable, Comparison, headline_stage, latency_table, percentile_rank
+from .results import entries_of, headline_stage
+from .selectors import CompareColumn, CompareTable, Comparison, finite_number, latency_table, percentile_rank
 
 SUMMARY_FIELDS = (
     ("requests_total", "Requests", ""),
@@ -29,12 +27,11 @@ TIMELINE_LIMIT = 2000  # bars drawn on the per-request timeline; the histograms 
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return finite_number(value) is not None
 
 
-def _finite(value):
-    """JSON for the charts: NaN and infinities would make the page's JSON.parse fail."""
-    return value if _is_number(value) else None
+# JSON for the charts: NaN and infinities would make the page's JSON.parse fail
+_finite = finite_number
 
 
 def number(value) -> str:

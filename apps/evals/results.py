@@ -41,6 +41,16 @@ PARTS = ("accuracy", "performance")
 HEADLINE_FIELDS = ("accuracy", "accuracy_detail", "perf_summary", "perf_percentiles")
 
 
+def mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def headline_stage(entry: dict, part: str) -> dict:
+    """A results entry's performance `part` ("summary" or "percentiles") at its headline stage; {} without one."""
+    performance = mapping(entry.get("performance"))
+    return mapping(mapping(performance.get(part)).get(performance.get("headline_stage")))
+
+
 def accuracy_entry(result: DatasetAccuracy) -> dict:
     samples = result.samples
     count = result.counts.get("accuracy") or next(iter(result.counts.values()), None)
@@ -108,10 +118,8 @@ def headline(entries: list[dict]) -> dict:
                                                                       for k in ("correct", "total", "failed")}}
             for e in entries if e.get("accuracy") and e.get("model") == first_acc["model"]}
     if first_perf:
-        perf = first_perf["performance"]
-        stage = perf.get("headline_stage")
-        out["perf_summary"] = (perf.get("summary") or {}).get(stage) or {}
-        out["perf_percentiles"] = (perf.get("percentiles") or {}).get(stage) or {}
+        out["perf_summary"] = headline_stage(first_perf, "summary")
+        out["perf_percentiles"] = headline_stage(first_perf, "percentiles")
     return out
 
 

@@ -18,7 +18,7 @@ from .choices import EvalMode, EvalSource, EvalStatus
 from .datasets import dataset_choice
 from .hosts import local_run_dir
 from .models import EvalRun, EvalSample, slug_validator
-from .results import accuracy_entry, headline, performance_entry, request_rows, sample_rows
+from .results import accuracy_entry, headline, merge_entries, performance_entry, request_rows, sample_rows
 from .run_settings import BadRunSettings
 
 EXTERNAL = "external"
@@ -121,14 +121,9 @@ def _measured_load(imported: ImportedResults, target: ImportTarget) -> tuple[int
 
 
 def _entries(imported: ImportedResults) -> list[dict]:
-    entries: dict[tuple[str, str], dict] = {}
-    for part, results, entry_of in (("accuracy", imported.accuracy, accuracy_entry),
-                                    ("performance", imported.performance, performance_entry)):
-        for result in results:
-            entry = entries.setdefault((result.model, result.dataset), {
-                "model": result.model, "dataset": result.dataset, "accuracy": None, "performance": None})
-            entry[part] = entry_of(result)
-    return list(entries.values())
+    entries = merge_entries([], "accuracy", {(r.model, r.dataset): accuracy_entry(r) for r in imported.accuracy})
+    return merge_entries(entries, "performance",
+                         {(r.model, r.dataset): performance_entry(r) for r in imported.performance})
 
 
 def _keep_original(run: EvalRun, name: str, data: bytes | None, text: str) -> None:

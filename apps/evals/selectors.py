@@ -10,7 +10,7 @@ from apps.deployments.topology import SpecError, spec_diff, spec_from_dict
 
 from .choices import EvalMode
 from .models import EvalRun, EvalSample
-from .results import entries_of
+from .results import entries_of, headline_stage, mapping
 
 # (key in a results entry's headline-stage summary, label, unit, which direction is better)
 SUMMARY_ROWS = (
@@ -39,30 +39,20 @@ def samples_of(run: EvalRun, *, wrong_only: bool = False):
     return qs.filter(correct=False) if wrong_only else qs
 
 
-def _mapping(value) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def _number(value) -> float | None:
+def finite_number(value) -> float | None:
     """A stored figure, or None for anything that is not a finite number (a failed task's "-", NaN)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return value
     return None
 
 
-def headline_stage(entry: dict, part: str) -> dict:
-    """A results entry's performance `part` ("summary" or "percentiles") at its headline stage; {} without one."""
-    performance = _mapping(entry.get("performance"))
-    return _mapping(_mapping(performance.get(part)).get(performance.get("headline_stage")))
-
-
 def latency_table(entry: dict, metric: str) -> dict:
     """{stat: value} of one latency metric (TTFT...) at the entry's headline stage; {} without one."""
-    return _mapping(headline_stage(entry, "percentiles").get(metric))
+    return mapping(headline_stage(entry, "percentiles").get(metric))
 
 
 def _scores(entry: dict) -> dict:
-    return _mapping(_mapping(entry.get("accuracy")).get("scores"))
+    return mapping(mapping(entry.get("accuracy")).get("scores"))
 
 
 def percentile_rank(stat: str) -> float | None:
@@ -152,7 +142,7 @@ def _worse(base: float | None, value: float | None, delta: float | None, better:
 
 def _row(key: str, label: str, unit: str, better: str, values: list, *, any_drop: bool = False) -> CompareRow | None:
     """None when no column has the figure; any_drop: every change for the worse is a regression (accuracy)."""
-    values = [_number(v) for v in values]
+    values = [finite_number(v) for v in values]
     if all(v is None for v in values):
         return None
     row = CompareRow(key, label, unit, better, values)
@@ -174,7 +164,7 @@ def _accuracy_rows(entries: list[dict]) -> list[CompareRow | None]:
     for scores in map(_scores, entries):
         others += [m for m in scores if m != _score_metric(scores) and m not in others]
     score = _row("accuracy", "Accuracy", "%", "higher",
-                 [_mapping(e.get("accuracy")).get("score") for e in entries], any_drop=True)
+                 [mapping(e.get("accuracy")).get("score") for e in entries], any_drop=True)
     return [score] + [_row(f"{SCORE_PREFIX}{m}", m, "", "higher", [_scores(e).get(m) for e in entries], any_drop=True)
                       for m in others]
 
