@@ -73,13 +73,13 @@ class EngineCore:
 
     def submit(self, req: Request) -> None:
         self.waiting.append(req)
-        self._publish()
+        self.publish()
         self._wake.set()
 
     def load(self) -> int:
         return len(self.waiting) + len(self.running)
 
-    def _publish(self) -> None:
+    def publish(self) -> None:
         self.m.running.labels(**self.labels).set(len(self.running))
         self.m.waiting.labels(**self.labels).set(len(self.waiting))
         used = sum(len(r.tokens) + r.generated for r in self.running) + self.held_tokens
@@ -97,7 +97,7 @@ class EngineCore:
                 step_began = None
             while self.waiting and len(self.running) < self.max_num_seqs:
                 self.running.append(self.waiting.pop(0))
-            self._publish()
+            self.publish()
             new = [r for r in self.running if r.generated == 0]
             if new:
                 compute = sum(r.need_prefill_tokens for r in new)
@@ -115,7 +115,7 @@ class EngineCore:
             for req in batch:
                 self._emit(req, now)
             self.running = [r for r in self.running if r.finish_reason is None]
-            self._publish()
+            self.publish()
 
     def _emit(self, req: Request, now: float) -> None:
         if req.generated == 0:
@@ -154,4 +154,4 @@ class EngineCore:
             self.running.remove(req)
         req.finish_reason = "abort"
         self.m.success.labels(**self.labels, finished_reason="abort").inc()
-        self._publish()
+        self.publish()

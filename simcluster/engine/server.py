@@ -147,8 +147,11 @@ class Engine:
         last_busy, last_t = 0.0, time.monotonic()
         while True:
             self.kv.expire()
+            held = sum(kv.tokens for kv in self.kv.held.values())
             for core in self.cores:
-                core.held_tokens = sum(kv.tokens for kv in self.kv.held.values())
+                if core.held_tokens != held:  # an idle core publishes nothing else: its usage gauge would go stale
+                    core.held_tokens = held
+                    core.publish()
             busy = sum(c.busy_s for c in self.cores)
             now = time.monotonic()
             load = min(1.0, (busy - last_busy) / max(now - last_t, 1e-6) / len(self.cores))

@@ -155,3 +155,23 @@ def test_hung_engine_answers_health_but_stalls_requests(pd):
         post(pd["p"] + "/v1/completions", prefill_short, timeout=1.0)
     nodestate.set_fault(pd["p_dir"], "hang", pd["p_pid"], False)
     assert prefill(pd["p"])["choices"][0]["finish_reason"] == "length"
+
+
+def wait_for_usage(url, wanted, what: str, within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while not wanted(metric(url, "vllm:kv_cache_usage_perc", engine="0")):
+        assert time.monotonic() < deadline, f"vllm:kv_cache_usage_perc never {what} within {within:g} s"
+        time.sleep(0.1)
+
+
+def test_an_idle_prefills_kv_usage_follows_the_kv_it_holds_and_frees(spawn, state_root):
+    """Held KV counts against the cache: the usage gauge rises while a Decode has not pulled it and falls to 0 once
+    it has, although the Prefill runs no request meanwhile (an idle core published nothing, so the gauge kept the
+    value of its last step: 0 while KV was held, or a stale share after it was freed)."""
+    p_proc, p = start_engine(spawn, state_root, "kv_producer", P_HOST, free_port(P_HOST), free_port(P_HOST))
+    _d_proc, d = start_engine(spawn, state_root, "kv_consumer", D_HOST, free_port(D_HOST), free_port(D_HOST))
+    params = prefill(p)["kv_transfer_params"]
+    wait_for_usage(p, lambda usage: usage > 0, "rose above 0 while the KV was held")
+    post(d + "/v1/completions", {"model": "ds_r1", "prompt": PROMPT, "max_tokens": 2, "kv_transfer_params": params})
+    assert metric(p, "simcluster:kv_freed_total", reason="pulled") == 1
+    wait_for_usage(p, lambda usage: usage == 0, "fell back to 0 once the KV was pulled")
