@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from http import HTTPStatus
 
 
 def error_body(status: int, message: str, err_type: str) -> bytes:
@@ -18,6 +19,14 @@ def gateway_failure(kind: str) -> tuple[int, str]:
     """(status, OpenAI error type) of a backend failure of `kind` (BackendError's kinds, or 5xx): a timeout is a
     gateway timeout, anything else a bad gateway."""
     return (504, "GatewayTimeoutError") if kind == "timeout" else (502, "BadGatewayError")
+
+
+def status_error_type(status: int) -> str:
+    """The OpenAI error type vLLM gives a status: 400 BadRequestError, 404 NotFoundError, ..."""
+    try:
+        return HTTPStatus(status).phrase.replace(" ", "").replace("-", "") + "Error"
+    except ValueError:
+        return "APIError"
 
 
 class Answer(Exception):

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from .backend_pool import Backend, BackendPool
-from .errors import Answer, gateway_failure
+from .errors import Answer, gateway_failure, status_error_type
 from .http_client import BackendError, build_post
 from .jsonfast import loads
 from .lease import BackendLease
@@ -128,13 +128,18 @@ class Leg:
         return Answer(status, f"no {self.role} instance could serve the request; last error: {reason}", err_type,
                       f"{self.role}_{kind}")
 
-    def refused(self, ex, b: Backend, conn, raw: bytes):
+    def refused(self, ex, b: Backend, conn, raw: bytes, unread: str = ""):
         """An answer of 400 or more: a 5xx is a failure another instance may not have; a 4xx is the request's
-        own fault and goes to the client as it is (status and body)."""
+        own fault and goes to the client as it is (status and body). `unread`: why its body could not be read
+        (then the client gets an error of ours naming the status)."""
         status = conn.status
+        said = f"its body could not be read ({unread})" if unread else snippet(raw)
         if status >= 500:
-            raise LegFailure("5xx", f"{self.role} {b.addr} answered HTTP {status}: {snippet(raw)}", status=status)
+            raise LegFailure("5xx", f"{self.role} {b.addr} answered HTTP {status}: {said}", status=status)
         ex.flow.metrics.backend(self.role, b.addr, "4xx")
+        if unread:
+            raise Answer(status, f"{self.role} {b.addr} answered HTTP {status}: {said}", status_error_type(status),
+                         f"{self.role}_4xx")
         raise Answer(status, "", "", f"{self.role}_4xx", body=raw,
                      content_type=conn.headers.get("content-type", b"application/json"))
 
@@ -181,9 +186,11 @@ async def refuse_decode(leg: Leg, ex, lease: BackendLease):
     """A Decode answered 400 or more: its (short) body is read for the error, then Leg.refused."""
     conn = lease.conn  # read_whole lets the lease go of it
     try:
-        raw = await lease.read_whole(min(5.0, ex.remaining()))
-    except BackendError:
-        raw = b""
+        # the whole budget, as judge_prefill's: uvicorn writes an error's head and its body apart, and a busy
+        # engine host can take seconds between the two
+        raw = await lease.read_whole(ex.remaining())
+    except BackendError as exc:
+        leg.refused(ex, lease.backend, conn, b"", unread=exc.reason)
     leg.refused(ex, lease.backend, conn, raw)
 
 

@@ -6,6 +6,8 @@ Plays Prefill or Decode by what the request says (kv_transfer_params). Control e
             | partial_kv (a Prefill's kv_transfer_params without remote_*)
             | close_port | recompute_after (n tokens)
             | slow_end (seconds between [DONE] and the end of the stream)
+            | 400_slow_body (the 400's head, its body `seconds` later, as uvicorn writes them apart)
+            | 400_cut_body (the 400's head, then the connection closes before its body)
      health: ok | fail | slow (/health answers after health_seconds, as a busy engine's may)
   GET /_stats   -> {"counts": {...}, "requests": [records]}      POST /_reset -> clear records
 Prints "PORT <n>" once listening.
@@ -197,6 +199,15 @@ class Conn(asyncio.Protocol):
             return True
         if mode == "400":
             self.send(400, _err(400, "injected bad request", "BadRequestError"))
+            return True
+        if mode in ("400_slow_body", "400_cut_body"):
+            body = _err(400, "injected bad request", "BadRequestError")
+            self.transport.write(_head(400, b"application/json", len(body)))
+            if mode == "400_cut_body":
+                self.transport.close()
+                return True
+            await asyncio.sleep(float(fault.get("seconds", 1.0)))
+            self.transport.write(body)
             return True
         if mode == "garbage":
             self.transport.write(b"this is not HTTP\r\n\r\n\x00\x01garbage")

@@ -166,3 +166,23 @@ def test_ejected_backend_comes_back_when_healthy(cluster):
     for _ in range(4):
         assert proxy.post("/v1/completions", completion())[0] == 200
     assert served_by([d1, d2])["d1"] == 2
+
+
+def test_a_decode_4xx_whose_body_comes_seconds_after_its_head_is_still_passed_through(cluster):
+    """uvicorn writes an error's head and body apart: a loaded engine host once put more than the 5 s the proxy
+    then allowed between them, and the client got a 400 with an empty body."""
+    p, d = cluster.backend("p1"), cluster.backend("d1")
+    proxy = cluster.proxy([p], [d])
+    d.fault("400_slow_body", seconds=5.5)
+    status, _, raw = proxy.post("/v1/completions", completion())
+    assert status == 400 and json.loads(raw)["error"]["message"] == "injected bad request", raw
+
+
+def test_a_decode_4xx_whose_body_never_comes_gets_an_error_naming_the_decode(cluster):
+    p, d = cluster.backend("p1"), cluster.backend("d1")
+    proxy = cluster.proxy([p], [d])
+    d.fault("400_cut_body")
+    status, _, raw = proxy.post("/v1/completions", completion())
+    error = json.loads(raw)["error"]
+    assert status == 400 and error["type"] == "BadRequestError", raw
+    assert f"decode {d.addr} answered HTTP 400: its body could not be read" in error["message"], raw
