@@ -80,6 +80,7 @@ class Engine:
     proc: subprocess.Popen
     started: float = field(default_factory=time.monotonic)
     ready_after: float | None = None
+    spinners: list[int] = field(default_factory=list)
 
     @property
     def addr(self) -> str:
@@ -139,6 +140,39 @@ def wait_ready(*engines: Engine) -> None:
         return not waiting
 
     wait_until(all_ready, timeout=STARTUP_TIMEOUT_S, what="the real engines to answer /health", step=1.0)
+    for e in engines:
+        e.spinners = calm_idle_spinners(e)
+
+
+def thread_ticks(pid: int) -> dict[int, int]:
+    """CPU ticks (user + system) of each thread of a process."""
+    ticks = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        ticks[int(tid)] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def calm_idle_spinners(engine: Engine, window_s: float = 1.0) -> list[int]:
+    """Renice to 19 the threads of an idle engine that keep a core busy: NIXL's UCX progress thread polls with a
+    0 ms timeout (nixl's _api.py sets pthrDelay = 0), a core per engine, which would take the other tests' CPU. At
+    nice 19 it still runs whenever a core is free. Returns the reniced thread ids."""
+    out = subprocess.run(["ps", "-o", "pid=", "--sid", str(engine.proc.pid)], capture_output=True, text=True)
+    pids = [int(p) for p in out.stdout.split()]
+    before = {pid: thread_ticks(pid) for pid in pids}
+    time.sleep(window_s)
+    busy = window_s * os.sysconf("SC_CLK_TCK") / 5  # a fifth of a core: a spinner on a loaded machine gets more
+    spinners = []
+    for pid in pids:
+        for tid, ticks in thread_ticks(pid).items():
+            if ticks - before[pid].get(tid, ticks) >= busy:
+                os.setpriority(os.PRIO_PROCESS, tid, 19)
+                spinners.append(tid)
+    return spinners
 
 
 def stop(proc: subprocess.Popen) -> None:
