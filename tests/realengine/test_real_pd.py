@@ -103,7 +103,7 @@ def test_our_telemetry_reads_the_real_engines_pages(real_pd):
     for engine in (prefill, decode):
         readings = []
 
-        def read_ok():  # a loaded machine can keep vLLM's /metrics past our 2 s read timeout once
+        def read_ok(engine=engine, readings=readings):  # a loaded machine can keep /metrics past our 2 s once
             readings.append(read_target(engine.role, engine.role, engine.url + "/metrics"))
             return readings[-1].status == OK
 
