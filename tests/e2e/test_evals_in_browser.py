@@ -14,12 +14,12 @@ pytestmark = [pytest.mark.procs,
 BOOK = load_book(book_path("made-up-aime"))
 
 
-def _yaml(run_dir: str, accuracy: float, time_scale: str = "0.2") -> str:
-    """`time_scale` 0.2 for the run the browser watches (slow enough to see its bar move)."""
+def _yaml(run_dir: str, accuracy: float) -> str:
+    """Time scale 0.2: the run the browser watches is slow enough to see its bar move."""
     def edit(data):
         data["simulation"] = {"answer_book": "made-up-aime", "accuracy": accuracy, "think": True}
         for inst in data["instances"]:
-            inst["env"]["SIMCLUSTER_TIME_SCALE"] = time_scale
+            inst["env"]["SIMCLUSTER_TIME_SCALE"] = "0.2"
 
     return topology_yaml(run_dir, edit=edit)
 
@@ -35,8 +35,9 @@ def _run_now(job):
 
 @pytest.fixture
 def earlier_run(sim, run_dir, monkeypatch, settings, tmp_path):
-    """Revision 1 (the model right 70% of the time) deployed and evaluated in this process; then revision 2 (40%)
-    deployed, which the browser evaluates. The stack's worker shares PDCP_EVALS_DIR through the environment."""
+    """Revision 1 (the model right 70% of the time) with its score imported as AISBench would write it (what our
+    own runs measure is tested in tests/evals/test_eval_runs_sim.py; an import spares an ais_bench run); then
+    revision 2 (40%) deployed, which the browser evaluates."""
     from django.contrib.auth import get_user_model
 
     from apps.accounts.roles import Role, set_role
@@ -46,7 +47,8 @@ def earlier_run(sim, run_dir, monkeypatch, settings, tmp_path):
         deployment_stop,
         revision_create,
     )
-    from apps.evals.services import eval_run_create
+    from apps.evals.execution import MODEL_ABBR
+    from apps.evals.run_import import ImportTarget, eval_import
     from apps.inventory.models import Cluster
     from apps.inventory.services import inventory_import
     from apps.jobs import tasks
@@ -55,17 +57,17 @@ def earlier_run(sim, run_dir, monkeypatch, settings, tmp_path):
     operator = get_user_model().objects.create_user("ops", password="e2e-password-123")
     set_role(operator, Role.OPERATOR)
     deployment = deployment_create(name="reference-sim", cluster=Cluster.objects.get(name="reference"),
-                                   user=operator, yaml_text=_yaml(run_dir, 0.7, time_scale="0.05"))
+                                   user=operator, yaml_text=_yaml(run_dir, 0.7))
+    score = 100 * len(expected_correct(BOOK, 0.7)) / len(BOOK)
+    first = eval_import(user=operator, target=ImportTarget(deployment=deployment, dataset_key="catalogue:made-up-aime"),
+                        name="summary_20261207_120000.csv",
+                        data=f"dataset,version,metric,mode,{MODEL_ABBR}\nmade_up_aime,0a1b2c,accuracy,gen,{score:.2f}\n"
+                        .encode())
+    assert first.status == "succeeded" and first.revision_number == 1, first.explanation
+    revision_create(deployment=deployment, user=operator, yaml_text=_yaml(run_dir, 0.4), activate=True)
     with monkeypatch.context() as m:
         m.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
         _run_now(deployment_deploy(deployment=deployment, user=operator, params={"health_timeout": 60}))
-        first = eval_run_create(deployment=deployment, user=operator, settings={
-            "dataset": "catalogue:made-up-aime", "num_warmups": 0, "max_out_len": 512})
-        _run_now(first.job)
-        revision_create(deployment=deployment, user=operator, yaml_text=_yaml(run_dir, 0.4), activate=True)
-        _run_now(deployment_deploy(deployment=deployment, user=operator, params={"health_timeout": 60}))
-    first.refresh_from_db()
-    assert first.status == "succeeded", first.explanation
     yield deployment, first
     with monkeypatch.context() as m:
         m.setattr(tasks.run_job_task, "apply_async", lambda *a, **k: None)
