@@ -142,6 +142,8 @@ CHROMIUM = "/usr/bin/chromium"  # Debian's, never a downloaded browser
 # A page's load event waits for every script and style sheet: on a loaded two-core machine daphne once took over
 # Playwright's default 30 s to serve them all (a loaded full run, test_topology_in_browser).
 NAVIGATION_TIMEOUT_MS = 90_000
+# Actions (a click, a screenshot): a loaded three-worker run's full-page screenshot took over the default 30 s.
+ACTION_TIMEOUT_MS = 60_000
 
 
 @pytest.fixture
@@ -162,6 +164,7 @@ def browser(monkeypatch):
         def patient_new_page(*args, **kwargs):
             page = new_page(*args, **kwargs)
             page.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
+            page.set_default_timeout(ACTION_TIMEOUT_MS)
             return page
 
         b.new_page = patient_new_page
