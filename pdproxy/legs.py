@@ -186,9 +186,10 @@ async def refuse_decode(leg: Leg, ex, lease: BackendLease):
     """A Decode answered 400 or more: its (short) body is read for the error, then Leg.refused."""
     conn = lease.conn  # read_whole lets the lease go of it
     try:
-        # the whole budget, as judge_prefill's: uvicorn writes an error's head and its body apart, and a busy
-        # engine host can take seconds between the two
-        raw = await lease.read_whole(ex.remaining())
+        # a 4xx goes to the client: the whole budget, as judge_prefill's (uvicorn writes an error's head and body
+        # apart, and a busy engine host can take seconds between them); a 5xx only names why we fail over
+        budget = ex.remaining() if conn.status < 500 else min(5.0, ex.remaining())
+        raw = await lease.read_whole(budget)
     except BackendError as exc:
         leg.refused(ex, lease.backend, conn, b"", unread=exc.reason)
     leg.refused(ex, lease.backend, conn, raw)

@@ -8,6 +8,7 @@ Plays Prefill or Decode by what the request says (kv_transfer_params). Control e
             | slow_end (seconds between [DONE] and the end of the stream)
             | 400_slow_body (the 400's head, its body `seconds` later, as uvicorn writes them apart)
             | 400_cut_body (the 400's head, then the connection closes before its body)
+            | 500_slow_body (a 500's head, its body `seconds` later)
      health: ok | fail | slow (/health answers after health_seconds, as a busy engine's may)
   GET /_stats   -> {"counts": {...}, "requests": [records]}      POST /_reset -> clear records
 Prints "PORT <n>" once listening.
@@ -200,9 +201,11 @@ class Conn(asyncio.Protocol):
         if mode == "400":
             self.send(400, _err(400, "injected bad request", "BadRequestError"))
             return True
-        if mode in ("400_slow_body", "400_cut_body"):
-            body = _err(400, "injected bad request", "BadRequestError")
-            self.transport.write(_head(400, b"application/json", len(body)))
+        if mode in ("400_slow_body", "400_cut_body", "500_slow_body"):
+            status = int(mode[:3])
+            body = (_err(400, "injected bad request", "BadRequestError") if status == 400
+                    else _err(500, "injected failure", "InternalServerError"))
+            self.transport.write(_head(status, b"application/json", len(body)))
             if mode == "400_cut_body":
                 self.transport.close()
                 return True

@@ -186,3 +186,16 @@ def test_a_decode_4xx_whose_body_never_comes_gets_an_error_naming_the_decode(clu
     error = json.loads(raw)["error"]
     assert status == 400 and error["type"] == "BadRequestError", raw
     assert f"decode {d.addr} answered HTTP 400: its body could not be read" in error["message"], raw
+
+
+def test_a_decode_5xx_whose_body_stalls_still_fails_over_within_seconds(cluster):
+    """A 5xx's body only names why the proxy fails over: it is given 5 s, not the request's whole budget."""
+    p, d1, d2 = cluster.backend("p1"), cluster.backend("d1"), cluster.backend("d2")
+    proxy = cluster.proxy([p], [d1, d2], "--policy", "round_robin", "--max-retries", "1")
+    d1.fault("500_slow_body", seconds=60)
+    d2.fault("500_slow_body", seconds=60)
+    started = time.monotonic()
+    status, _, raw = proxy.post("/v1/completions", completion(), timeout=60)
+    waited = time.monotonic() - started
+    assert status == 502 and "answered HTTP 500: its body could not be read" in json.loads(raw)["error"]["message"]
+    assert waited < 30, f"the proxy waited {waited:.0f} s for 5xx bodies instead of failing over"
