@@ -157,22 +157,29 @@ def thread_ticks(pid: int) -> dict[int, int]:
     return ticks
 
 
-def calm_idle_spinners(engine: Engine, window_s: float = 1.0) -> list[int]:
-    """Renice to 19 the threads of an idle engine that keep a core busy: NIXL's UCX progress thread polls with a
-    0 ms timeout (nixl's _api.py sets pthrDelay = 0), a core per engine, which would take the other tests' CPU. At
-    nice 19 it still runs whenever a core is free. Returns the reniced thread ids."""
-    out = subprocess.run(["ps", "-o", "pid=", "--sid", str(engine.proc.pid)], capture_output=True, text=True)
-    pids = [int(p) for p in out.stdout.split()]
-    before = {pid: thread_ticks(pid) for pid in pids}
-    time.sleep(window_s)
+def calm_idle_spinners(engine: Engine, window_s: float = 1.0, gap_s: float = 2.0) -> list[int]:
+    """Renice to 19 the threads of an idle engine's Worker that keep a core busy: NIXL's UCX progress thread polls
+    with a 0 ms timeout (nixl's _api.py sets pthrDelay = 0), a core per engine, which would take the other tests'
+    CPU. At nice 19 it still runs whenever a core is free. Only a thread busy in two windows `gap_s` apart counts,
+    and never the Worker's main thread: that one runs the model (and starts NIXL's handshakes), and it spins on
+    vLLM's shared-memory queue for a second after each call, so one window could take it for a spinner. Returns the
+    reniced thread ids."""
+    out = subprocess.run(["ps", "-o", "pid=,comm=", "--sid", str(engine.proc.pid)], capture_output=True, text=True)
+    workers = [int(line.split()[0]) for line in out.stdout.splitlines() if line.split()[1:] == ["VLLM::Worker"]]
     busy = window_s * os.sysconf("SC_CLK_TCK") / 5  # a fifth of a core: a spinner on a loaded machine gets more
-    spinners = []
-    for pid in pids:
-        for tid, ticks in thread_ticks(pid).items():
-            if ticks - before[pid].get(tid, ticks) >= busy:
-                os.setpriority(os.PRIO_PROCESS, tid, 19)
-                spinners.append(tid)
-    return spinners
+
+    def busy_threads() -> set[tuple[int, int]]:
+        before = {pid: thread_ticks(pid) for pid in workers}
+        time.sleep(window_s)
+        return {(pid, tid) for pid in workers for tid, ticks in thread_ticks(pid).items()
+                if tid != pid and ticks - before[pid].get(tid, ticks) >= busy}
+
+    first = busy_threads()
+    time.sleep(gap_s)
+    spinners = sorted(first & busy_threads())
+    for _, tid in spinners:
+        os.setpriority(os.PRIO_PROCESS, tid, 19)
+    return [tid for _, tid in spinners]
 
 
 def stop(proc: subprocess.Popen) -> None:
