@@ -4,7 +4,19 @@ the tests start inherit it."""
 
 import os
 
-os.environ.setdefault("PDCP_NAMESPACE", f"pdcp-test-{os.getpid()}")
+
+def own_namespace(environ, pid: int) -> None:
+    """Gives this process a namespace of the run's own unless one was chosen; under pytest-xdist, each worker one of
+    its own: the workers inherit the controller's environment, and both workers' databases number rows from 1, so a
+    shared namespace made their deployment locks and live state collide. A worker's subprocesses keep its namespace."""
+    if "PDCP_NAMESPACE" not in environ:
+        environ["PDCP_NAMESPACE"] = environ["PDCP_TEST_NAMESPACE"] = f"pdcp-test-{pid}"
+    worker, made = environ.get("PYTEST_XDIST_WORKER"), environ.get("PDCP_TEST_NAMESPACE")
+    if worker and made and environ["PDCP_NAMESPACE"] == made and not made.endswith(f"-{worker}"):
+        environ["PDCP_NAMESPACE"] = environ["PDCP_TEST_NAMESPACE"] = f"{made}-{worker}"
+
+
+own_namespace(os.environ, os.getpid())
 
 # Under pytest-xdist each worker keeps its files (secrets key, eval dirs named by row id) in a directory of its own.
 _worker = os.environ.get("PYTEST_XDIST_WORKER")

@@ -213,3 +213,31 @@ def test_a_job_is_queued_on_the_queue_of_its_kind(settings, monkeypatch, django_
         discover = job_create(kind=JobKind.DISCOVER, target=user, user=user)
     ns = settings.PDCP_NAMESPACE
     assert sent == [(evaluate.pk, f"{ns}.evals"), (deploy.pk, f"{ns}.ssh"), (discover.pk, f"{ns}.ssh")]
+
+
+def test_each_xdist_worker_gets_a_namespace_of_its_own_and_its_subprocesses_keep_it():
+    from tests.settings import own_namespace
+
+    controller = {}
+    own_namespace(controller, 100)
+    assert controller["PDCP_NAMESPACE"] == "pdcp-test-100"
+    workers = [{**controller, "PYTEST_XDIST_WORKER": w} for w in ("gw0", "gw1")]
+    for env, pid in zip(workers, (101, 102), strict=True):
+        own_namespace(env, pid)
+    assert [w["PDCP_NAMESPACE"] for w in workers] == ["pdcp-test-100-gw0", "pdcp-test-100-gw1"]
+    child = dict(workers[0])  # a stack or job a worker's test starts, with tests.settings
+    own_namespace(child, 200)
+    assert child["PDCP_NAMESPACE"] == "pdcp-test-100-gw0"
+    elsewhere = {**workers[0], "PDCP_NAMESPACE": "pdcp-test-100-gw0-lost"}  # a namespace a test chose
+    own_namespace(elsewhere, 201)
+    assert elsewhere["PDCP_NAMESPACE"] == "pdcp-test-100-gw0-lost"
+    chosen = {"PDCP_NAMESPACE": "site-a", "PYTEST_XDIST_WORKER": "gw0"}
+    own_namespace(chosen, 300)
+    assert chosen["PDCP_NAMESPACE"] == "site-a"
+
+
+def test_this_worker_runs_under_a_namespace_of_its_own(settings):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and settings.PDCP_NAMESPACE.startswith("pdcp-test-"):
+        assert settings.PDCP_NAMESPACE.endswith(f"-{worker}")
+    assert settings.CACHES["default"]["KEY_PREFIX"] == settings.PDCP_NAMESPACE
