@@ -1,6 +1,7 @@
 """Real ais_bench against the simulated cluster's proxy (client -> proxy -> Prefill -> KV -> Decode).
 
-One deployment for the module (addresses 127.0.10.190-.195); every run is a real evaluate job run in this process.
+One deployment for the module (addresses 127.0.10.190-.195), its rows restored before each test; every run is a real
+evaluate job run in this process.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def sim():
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def run_dir():
     from simcluster.rundirs import new_run_dir
 
@@ -67,27 +68,79 @@ def run_dir():
     remove_run_dir(path)
 
 
-@pytest.fixture
-def deployed(sim, run_dir, transactional_db, make_user, tmp_path, settings):
-    """The reference topology deployed on the simulated cluster, stopped again after the test."""
+def _snapshot() -> str:
+    """Every row of the database, as Django's test runner keeps them for `serialized_rollback`."""
+    from django.apps import apps as django_apps
+    from django.core import serializers
+
+    models = [m for m in django_apps.get_models() if m._meta.managed and not m._meta.proxy]
+    return serializers.serialize("json", (obj for m in models for obj in m._default_manager.order_by("pk")))
+
+
+def _restore(snapshot: str) -> None:
+    """The rows of `_snapshot` back after a test's flush (Postgres checks the foreign keys at commit)."""
+    from django.core import serializers
+    from django.db import transaction
+
+    with transaction.atomic():
+        for obj in serializers.deserialize("json", snapshot):
+            obj.save()
+
+
+def _flush(*, restoring: bool) -> None:
+    """Empty every table as a transactional test's teardown does: sequences kept (the snapshot's rows keep their
+    ids, new rows get others); content types and permissions made again unless the snapshot brings its own."""
+    from django.core.management import call_command
+
+    call_command("flush", interactive=False, verbosity=0, reset_sequences=False, inhibit_post_migrate=restoring)
+
+
+@pytest.fixture(scope="module")
+def deployed_once(sim, run_dir, django_db_setup, django_db_blocker):
+    """The reference topology deployed once for the module, and a snapshot of the rows that describe it: each test
+    gets them back after the previous test's flush, the processes keep running (saves a deploy and a stop per test)."""
+    from django.contrib.auth import get_user_model
+
+    from apps.accounts.roles import Role, set_role
     from apps.deployments.services import deployment_create, deployment_deploy, deployment_stop
     from apps.inventory.models import Cluster
     from apps.inventory.services import inventory_import
     from apps.jobs.models import Job
     from apps.jobs.runner import run_job
 
+    with django_db_blocker.unblock():
+        inventory_import(Path(sim["inventory"]).read_text(), allow_key_files=True)
+        operator = get_user_model().objects.create_user(username="operator", password="s3cret-pass-word")
+        set_role(operator, Role("operator"))
+        deployment = deployment_create(name="ref", cluster=Cluster.objects.get(name="reference"), user=operator,
+                                       yaml_text=_topology(run_dir))
+        job = deployment_deploy(deployment=deployment, user=operator, params={"health_timeout": 60})
+        run_job(job.pk)
+        job = Job.objects.get(pk=job.pk)
+        assert job.status == "successful", job.explanation
+        snapshot = _snapshot()
+    yield snapshot, deployment.pk, operator.pk
+    with django_db_blocker.unblock():
+        _flush(restoring=True)
+        _restore(snapshot)
+        deployment.refresh_from_db()
+        stop = deployment_stop(deployment=deployment, user=operator, params={"stop_grace": 3})
+        run_job(stop.pk)
+        _flush(restoring=False)
+
+
+@pytest.fixture
+def deployed(deployed_once, transactional_db, tmp_path, settings):
+    """The module's deployment and its operator, their rows as the deploy left them."""
+    from django.contrib.auth import get_user_model
+
+    from apps.deployments.models import Deployment
+
+    snapshot, deployment_pk, operator_pk = deployed_once
     settings.PDCP_EVALS_DIR = tmp_path / "evals"
-    inventory_import(Path(sim["inventory"]).read_text(), allow_key_files=True)
-    operator = make_user("operator", "op")
-    deployment = deployment_create(name="ref", cluster=Cluster.objects.get(name="reference"), user=operator,
-                                   yaml_text=_topology(run_dir))
-    job = deployment_deploy(deployment=deployment, user=operator, params={"health_timeout": 60})
-    run_job(job.pk)
-    job = Job.objects.get(pk=job.pk)
-    assert job.status == "successful", job.explanation
-    yield deployment, operator
-    stop = deployment_stop(deployment=deployment, user=operator, params={"stop_grace": 3})
-    run_job(stop.pk)
+    _flush(restoring=True)
+    _restore(snapshot)
+    return Deployment.objects.get(pk=deployment_pk), get_user_model().objects.get(pk=operator_pk)
 
 
 def _evaluate(deployment, user, **settings):
