@@ -199,8 +199,11 @@ class Proxy:
 
 def start_proxy(prefill: Engine, decode: Engine, *extra: str) -> Proxy:
     port = free_port()
+    # A real engine on a loaded 2-core machine can take seconds to answer /health (a CPU engine's step holds its
+    # event loop): 5 s, not the proxy's 1 s default, before a check counts as unanswered, or the proxy ejects a
+    # Decode that is merely busy (a loaded run had three 1 s timeouts in a row eject it).
     argv = [sys.executable, "-m", "pdproxy", "--host", "127.0.0.1", "--port", str(port), "--prefill", prefill.addr,
-            "--decode", decode.addr, "--log-level", "WARNING", *extra]
+            "--decode", decode.addr, "--log-level", "WARNING", "--health-timeout", "5", *extra]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     proxy = Proxy(proc, port)
 

@@ -136,7 +136,12 @@ def test_engine_killed_under_load(procs, deployment, figure, victim_name):
         assert proxy_metric(proxy, "pdproxy_backend_requests_total", backend=survivor.addr, outcome="5xx") == 0
     assert after_kill and all(o.kind == "answered" for o in after_kill)
     assert all(getattr(o, header) != victim.addr for o in after_kill if o.start > victim.killed_at + 0.5)
-    assert proxy_metric(proxy, "pdproxy_retries_total") >= 1
+    # What it held at the kill: a Prefill's legs are all retried; a Decode's requests are prefilled again (a retry)
+    # unless all it held were streams it had begun, which end in an honest error and are not retried.
+    cut_streams = [o for o in outcomes if o.kind == "honest" and o.stream and o.decode == victim.addr
+                   and o.start < victim.killed_at < o.end]
+    retries = proxy_metric(proxy, "pdproxy_retries_total")
+    assert retries >= 1 or (victim.role == "decode" and cut_streams), (retries, c)
     assert proxy_metric(proxy, "pdproxy_backend_healthy", backend=victim.addr) == 0
 
     kill_s = victim.killed_at - load.started
