@@ -12,11 +12,11 @@ from apps.jobs.registry import job_handler
 
 from ..choices import ProcessState
 from ..revision_plan import fingerprint
+from ..runtimes.health_gate import probe, wait_healthy
+from ..runtimes.run_items import Item, item_of, item_of_row
 from ..topology import PlannedProcess, Stage
 from .deployment_run import DeploymentRun, files_by_node, guarded
-from .health_gate import probe, wait_healthy
 from .mindie import mindie_deploy
-from .run_items import Item, item_of, item_of_row
 
 
 @job_handler(JobKind.DEPLOY)

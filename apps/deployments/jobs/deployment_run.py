@@ -1,7 +1,7 @@
 """One job run on a deployment: what every handler shares. It loads the revision and renders its plan, then
 connects, reads each process's state from its pid file, starts and stops processes stage by stage, records
 Process rows and reports per-node progress; `guarded` stops what the run started when it fails or is canceled
-(unless params.keep_on_failure). The health and probe gates are in health_gate.py."""
+(unless params.keep_on_failure). The health and probe gates are in runtimes/health_gate.py."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from ..job_params import JobParams
 from ..models import Deployment, Process, Revision, new_admin_token
 from ..revision_checks import RevisionInvalid
 from ..revision_plan import fingerprint, render_plan, revision_spec, start_line
+from ..runtimes.run_items import Item, item_of, stage_rank
 from ..topology import Plan, PlannedProcess, TopologyInvalid, admin_header_path, admin_token_path
-from .run_items import Item, item_of, stage_rank
 
 START_TIMEOUT = 30
 TAIL_LINES = 15

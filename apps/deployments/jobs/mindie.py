@@ -16,9 +16,9 @@ from sshexec import probe_commands as remote
 from ..choices import ProcessState
 from ..models import Process
 from ..revision_plan import fingerprint
+from ..runtimes.health_gate import probe
 from ..topology import PlannedProcess
 from .deployment_run import DeploymentRun
-from .health_gate import probe
 
 POLL_S = 2.0
 DEPLOY_TIMEOUT_S = 900  # deploy_ac_job.py renders YAML and kubectl-applies it: minutes at most

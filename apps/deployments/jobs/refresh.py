@@ -13,9 +13,9 @@ from apps.jobs.context import JobContext, JobFailed
 from apps.jobs.registry import job_handler
 
 from ..choices import ProcessState
+from ..runtimes.run_items import Item, item_of, item_of_row
 from .deployment_run import DeploymentRun
 from .mindie import mindie_refresh
-from .run_items import Item, item_of, item_of_row
 
 
 @job_handler(JobKind.REFRESH)

@@ -10,10 +10,10 @@ from apps.jobs.context import JobContext, JobFailed
 from apps.jobs.registry import job_handler
 from sshexec import probe_commands as remote
 
+from ..runtimes.health_gate import wait_healthy
+from ..runtimes.run_items import item_of
 from ..topology import PlannedProcess, admin_header_path
 from .deployment_run import DeploymentRun, guarded
-from .health_gate import wait_healthy
-from .run_items import item_of
 
 
 @job_handler(JobKind.RESTART)

@@ -11,9 +11,9 @@ from apps.jobs.context import JobContext, JobFailed
 from apps.jobs.registry import job_handler
 
 from ..choices import ProcessState
+from ..runtimes.run_items import item_of, item_of_row
 from .deployment_run import DeploymentRun, files_by_node
 from .mindie import mindie_stop
-from .run_items import item_of, item_of_row
 
 
 @job_handler(JobKind.STOP)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from typing import TYPE_CHECKING
 
 from apps.jobs.choices import NodeStepState
 from sshexec import probe_commands as remote
@@ -13,8 +14,10 @@ from sshexec import tail_command
 
 from ..choices import ProcessState
 from ..topology import PlannedProcess, get_profile
-from .deployment_run import DeploymentRun
 from .run_items import item_of
+
+if TYPE_CHECKING:
+    from ..jobs.deployment_run import DeploymentRun
 
 PROBE_ATTEMPTS_SECONDS = 20
 PROGRESS_EVERY_S = 10  # how often a stage still waiting reports each starting engine's last log line
