@@ -28,6 +28,8 @@ class LaunchProfile(Protocol):
     min_health_timeout: int
     # Executables the plan runs that an install step puts on the nodes -> what to do when one is missing.
     install_hints: Mapping[str, str]
+    # How its plan's processes are started, stopped and read: a key of apps/deployments/runtimes' RUNTIMES.
+    runtime: str
 
     def render(self, spec: TopologySpec, nodes: dict[str, NodeFacts], allowlist: ClusterAllowlist = NO_ALLOWLIST) -> Plan:
         """Assumes validate_topology(spec, nodes, allowlist) returned no problems."""

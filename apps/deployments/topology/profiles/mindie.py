@@ -37,6 +37,7 @@ class MindieProfile:
     uses_npus = True
     min_health_timeout = 0  # its deploy waits for the coordinator's ready line (ready_timeout_s), not this gate
     install_hints = MappingProxyType({})
+    runtime = "mindie-k8s"  # MindIE's Kubernetes deploy scripts on the deploy host, not processes of ours
 
     def required_files(self, spec: TopologySpec) -> dict[str, str]:
         return {}  # its preflight runs on the deploy host (jobs/mindie.py)

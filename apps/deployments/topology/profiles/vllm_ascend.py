@@ -81,6 +81,7 @@ class VllmAscendProfile:
     uses_npus = True
     min_health_timeout = 0  # the job's health_timeout alone
     install_hints: MappingProxyType = MappingProxyType({})
+    runtime = "host"  # processes over SSH, found by their pid files (sim and vllm-cpu inherit it)
 
     def required_files(self, spec: TopologySpec) -> dict[str, str]:
         return {}  # model.path may be a hub id here; the engine says what is missing
