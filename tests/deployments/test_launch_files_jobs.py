@@ -187,18 +187,18 @@ def test_a_failed_deploy_removes_the_files_it_wrote_with_the_processes_it_starte
 
 def test_stop_removes_no_file_on_a_node_where_a_process_would_not_stop(deployment, with_files, run_dir,
                                                                         monkeypatch):
-    from apps.deployments.jobs import deployment_run
+    from apps.deployments.runtimes import host
     from apps.deployments.services import deployment_deploy, deployment_stop
 
     deployment, user = deployment
     assert run(deployment_deploy, deployment, user).status == "successful"
-    real = deployment_run.stop_command
-    monkeypatch.setattr(deployment_run, "stop_command",
+    real = host.stop_command
+    monkeypatch.setattr(host, "stop_command",
                         lambda pid_file, grace: "exit 1" if "/d0-dp1.pid" in str(pid_file) else real(pid_file, grace))
     stuck = run(deployment_stop, deployment, user)
     assert stuck.status == "failed" and "d0-dp1 on node1" in stuck.explanation
     assert with_files["node1"].exists() and not with_files["node0"].exists() and not with_files["proxy"].exists()
-    monkeypatch.setattr(deployment_run, "stop_command", real)
+    monkeypatch.setattr(host, "stop_command", real)
     assert run(deployment_stop, deployment, user).status == "successful"
     assert not any(path.exists() for path in with_files.values())
     assert not processes_mentioning(run_dir)

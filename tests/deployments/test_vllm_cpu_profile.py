@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from apps.deployments.fleet import Outcome
-from apps.deployments.jobs.preflight import node_problems, node_script
 from apps.deployments.runtimes import health_gate
+from apps.deployments.runtimes.process_jobs.preflight import node_problems, node_script
 from apps.deployments.topology import NodeFacts, build_plan, get_profile, spec_from_dict, validate_topology
 from apps.deployments.topology.placement import assign_devices
 from sshexec import probe_commands as remote

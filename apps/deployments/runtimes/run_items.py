@@ -1,4 +1,5 @@
-"""What the deployment jobs act on by pid file: a planned process, or a recorded one the plan no longer has."""
+"""What the deployment jobs act on: by pid file, a planned process or a recorded one the plan no longer has; and the
+launch files plans name, per node."""
 
 from __future__ import annotations
 
@@ -31,3 +32,12 @@ def item_of_row(row: Process) -> Item:
 
 def stage_rank(role: str) -> int:
     return ROLE_ORDER.index(role) if role in ROLE_ORDER else len(ROLE_ORDER)
+
+
+def files_by_node(plans) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for plan in plans:
+        for p in plan.processes if plan else ():
+            for f in p.launch.files:
+                out.setdefault(p.node, set()).add(str(f.path))
+    return out

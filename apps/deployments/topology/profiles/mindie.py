@@ -40,7 +40,7 @@ class MindieProfile:
     runtime = "mindie-k8s"  # MindIE's Kubernetes deploy scripts on the deploy host, not processes of ours
 
     def required_files(self, spec: TopologySpec) -> dict[str, str]:
-        return {}  # its preflight runs on the deploy host (jobs/mindie.py)
+        return {}  # its preflight runs on the deploy host (runtimes/mindie_k8s.py)
 
     def render(self, spec: TopologySpec, nodes: dict[str, NodeFacts], allowlist: ClusterAllowlist = NO_ALLOWLIST) -> Plan:
         m = spec.mindie

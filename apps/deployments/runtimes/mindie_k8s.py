@@ -1,12 +1,14 @@
-"""Deploy and stop for launch_profile mindie (docs/mindie.md §1): everything goes through the deploy host, as an
-operator would do it by hand. Deploy writes user_config.json, runs deploy_ac_job.py (its output streamed into the
+"""The `mindie-k8s` runtime of launch_profile mindie (docs/mindie.md §1): everything goes through the deploy host,
+as an operator would do it by hand. Deploy writes user_config.json, runs deploy_ac_job.py (its output streamed into the
 job), waits for the coordinator's ready line, records where Kubernetes placed each pod and sends one completion
-through the coordinator; a failure undeploys what it submitted. Stop runs delete.sh and checks that no pod is left."""
+through the coordinator; a failure undeploys what it submitted. Stop runs delete.sh and checks that no pod is left.
+Refresh reads the pods back, preflight checks the deploy host; restart is refused (the pods are MindIE's)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from apps.jobs.context import JobFailed
 from sshexec import mindie_commands as kube
@@ -16,13 +18,40 @@ from sshexec import probe_commands as remote
 from ..choices import ProcessState
 from ..models import Process
 from ..revision_plan import fingerprint
-from ..runtimes.health_gate import probe
 from ..topology import PlannedProcess
-from .deployment_run import DeploymentRun
+from .health_gate import probe
+from .host import HostRuntime
+
+if TYPE_CHECKING:
+    from ..jobs.deployment_run import DeploymentRun
 
 POLL_S = 2.0
 DEPLOY_TIMEOUT_S = 900  # deploy_ac_job.py renders YAML and kubectl-applies it: minutes at most
 LOG_LINES_ON_FAILURE = 20
+
+
+class MindieK8sRuntime(HostRuntime):
+    """MindIE's scripts do each whole job. The process level stays the host's, for what the generic parts of a job
+    still do by node: remove the user_config.json a failed deploy wrote, tail the coordinator's log when the probe
+    fails."""
+
+    name = "mindie-k8s"
+
+    def deploy(self, run: DeploymentRun) -> None:
+        mindie_deploy(run)
+
+    def stop(self, run: DeploymentRun) -> None:
+        mindie_stop(run)
+
+    def restart(self, run: DeploymentRun, instances: list[str]) -> None:
+        raise JobFailed("launch_profile mindie: MindIE's controller restarts its own servers, and a pod is not ours to "
+                        "restart; stop and deploy the deployment instead")
+
+    def refresh(self, run: DeploymentRun) -> None:
+        mindie_refresh(run)
+
+    def preflight(self, run: DeploymentRun) -> None:
+        mindie_preflight(run)
 
 
 def mindie_deploy(run: DeploymentRun) -> None:
