@@ -35,7 +35,7 @@ def drop_this_runs_redis_keys():
     from django.conf import settings
 
     namespace = getattr(settings, "PDCP_NAMESPACE", "") if settings.configured else ""
-    if not namespace or namespace != os.environ.get("PDCP_TEST_NAMESPACE"):
+    if namespace != os.environ.get("PDCP_TEST_NAMESPACE"):
         return  # a namespace someone chose: never wipe it
     import redis
 
