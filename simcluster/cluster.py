@@ -18,7 +18,7 @@ import yaml
 from simcluster import nodestate, procs, rundirs, runtime, shims
 from simcluster.mindie import kube
 from simcluster.mindie import publish as mindie_publish
-from simcluster.spec import HARDWARE
+from simcluster.spec import HARDWARE, node_containers
 from simcluster.sshnode import (
     LOGIN_USER,
     RunningSshNode,
@@ -104,7 +104,8 @@ def up(spec: dict, state_dir: Path = DEFAULT_STATE_DIR) -> dict:
             ndir = state_dir / "nodes" / n["name"]
             (ndir / "engines").mkdir(parents=True, exist_ok=True)
             nodestate.write_json(ndir / "node.json", {
-                "name": n["name"], "address": n["address"], "hardware": n["hardware"], "role": n.get("role", "")})
+                "name": n["name"], "address": n["address"], "hardware": n["hardware"], "role": n.get("role", ""),
+                **node_containers(spec, n)})
             node = start_ssh_node(n["name"], n["address"], n["ssh_port"], ndir, public, bin_dir=bin_dir)
             (ndir / "engines").chmod(0o777)
             pids[f"sshd:{n['name']}"] = node.pid

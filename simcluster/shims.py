@@ -1,5 +1,6 @@
 """The bin dir every sim node's SSH sessions see first on PATH: npu-smi, vllm, pdproxy, mooncake_master, memcached,
-ais_bench, kubectl and simcluster-mindie (the simulated MindIE, simcluster/mindie/).
+ais_bench, kubectl and simcluster-mindie (the simulated MindIE, simcluster/mindie/), docker and podman
+(simcluster/containers/).
 
 The shims run the login user's python on the node runtime `simcluster.runtime.publish()` placed where that
 user can read it, never on the checkout or the venv: those may sit below a directory only root can enter.
@@ -41,6 +42,9 @@ def write_shims(bin_dir: Path, runtime: NodeRuntime) -> Path:
         "mooncake_master": 'exec "$PY" -m mooncake.cli "$@"',
         "kubectl": 'exec "$PY" -m simcluster.mindie kubectl "$@"',
         "simcluster-mindie": 'exec "$PY" -m simcluster.mindie "$@"',  # what the MindIE deploy scripts re-exec
+        # One shim each for every node; node.json's container_engine says which one is installed there.
+        "docker": 'exec "$PY" -m simcluster.containers docker "$@"',
+        "podman": 'exec "$PY" -m simcluster.containers podman "$@"',
         "memcached": f'exec {shlex.quote(shutil.which("memcached") or "/usr/bin/memcached")} "$@"',
     }
     scripts = {name: pro + body + "\n" for name, body in bodies.items()}

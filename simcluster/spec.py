@@ -3,10 +3,14 @@
 The default is the reference cluster of docs/reference-cluster.md. A spec file (YAML) has the same shape:
   name, nodes: [{name, address, ssh_port, hardware: A3|910B|"", role, labels}],
   services: {host, mooncake_rpc_port, mooncake_metrics_port, memcached_ports: [...]}
+Containers (simcluster/containers/): `container_engine: docker|podman|none` and `images: [{ref, id, digest}]`, both
+cluster-wide or per node (a node's own wins), and a node's `host_paths` (paths that exist on it beyond this machine's
+own files); node_containers() gives each node's, with the defaults below.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import plainyaml
@@ -46,3 +50,33 @@ def load_spec(path: str | Path | None) -> dict:
     spec.setdefault("name", "simcluster")
     spec.setdefault("services", {})
     return spec
+
+
+def _sha(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+CONTAINER_ENGINES = ("docker", "podman", "none")
+# The A3 vllm-ascend image (docs/container-launch-facts.md, "Image tag substitution"), present on every NPU node.
+DEFAULT_IMAGE = {"ref": "quay.io/ascend/vllm-ascend:v0.23.0-a3", "id": _sha("simcluster image vllm-ascend v0.23.0-a3"),
+                 "digest": _sha("simcluster digest vllm-ascend v0.23.0-a3")}
+# What the A3 `docker run` line mounts from the host (docs/container-launch-facts.md §4, items 9-16): present on
+# every NPU node, as on a real one, though not on this machine.
+ASCEND_HOST_PATHS = ("/usr/local/dcmi", "/usr/local/Ascend/driver", "/usr/local/bin/npu-smi",
+                     "/etc/ascend_install.info", "/etc/hccn.conf", "/root/.cache")
+
+
+def node_containers(spec: dict, node: dict) -> dict:
+    """A node's container engine, local images and extra host paths (what node.json carries for the shims)."""
+    has_npus = HARDWARE[node.get("hardware", "")][2] > 0
+    engine = node.get("container_engine", spec.get("container_engine", "docker"))
+    if engine not in CONTAINER_ENGINES:
+        raise ValueError(f"node {node['name']}: container_engine must be one of {CONTAINER_ENGINES}")
+    images = node.get("images", spec.get("images", [DEFAULT_IMAGE] if has_npus else []))
+    for image in images:
+        missing = {"ref", "id", "digest"} - set(image)
+        if missing:
+            raise ValueError(f"node {node['name']}: image {image} lacks {sorted(missing)}")
+    paths = node.get("host_paths", list(ASCEND_HOST_PATHS) if has_npus else [])
+    return {"container_engine": engine, "images": [dict(i) for i in images], "host_paths": list(paths),
+            "npu_count": HARDWARE[node.get("hardware", "")][2]}
