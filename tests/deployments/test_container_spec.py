@@ -146,3 +146,12 @@ def test_a_mount_name_listed_twice_is_refused():
     entry = {"name": "dcmi", "host_path": "/usr/local/dcmi", "container_path": "/usr/local/dcmi"}
     assert dict(allowlist_problems({"mounts": [entry, entry]}))["allowlist.mounts[1].name"] == \
         "mount 'dcmi' is listed twice"
+
+
+def test_a_save_from_the_form_editor_keeps_the_container_block():
+    from apps.deployments.spec_form.state import state_from_spec
+    from apps.deployments.spec_form.to_data import state_to_data
+
+    data, errors, _ = state_to_data(state_from_spec(container_data()))
+    assert errors == []
+    assert data["runtime"] == "container" and data["container"] == container_data()["container"]
