@@ -36,8 +36,10 @@ def node_facts(node: Node, *, launch_profile: str = "") -> NodeFacts:
         healthy = frozenset(range(node.npu_count))
         count = node.npu_count
     nic = str((node.labels or {}).get("nic", "eth0")) or "eth0"
+    phy_ids = tuple(sorted((n.logical_id, n.phy_id) for n in npus if n.phy_id is not None))
     return NodeFacts(name=node.name, address=node.address, healthy_logical_ids=healthy, npu_count=count,
-                     nic_name=nic, is_sim=launch_profile == SIM_PROFILE, die_hbm_mb=die_hbm_mb(node, npus))
+                     nic_name=nic, is_sim=launch_profile == SIM_PROFILE, die_hbm_mb=die_hbm_mb(node, npus),
+                     phy_ids=phy_ids)
 
 
 def die_hbm_mb(node: Node, npus: list) -> int | None:

@@ -80,7 +80,7 @@ def plan_inputs_key(deployment, revision, inventory: dict) -> str:
     from .models import Process, Revision
 
     nodes = sorted((n.name, n.address, n.npu_count, n.hardware_model, json.dumps(n.labels or {}, sort_keys=True),
-                    sorted((d.logical_id, d.health, d.hbm_total_mb) for d in n.npus.all())) for n in inventory.values())
+                    sorted((d.logical_id, d.phy_id, d.health, d.hbm_total_mb) for d in n.npus.all())) for n in inventory.values())
     others = Revision.objects.filter(is_active=True, deployment__cluster_id=deployment.cluster_id).exclude(
         deployment_id=deployment.pk).order_by("pk").values_list("pk", "deployment__name")
     held = (Process.objects.filter(deployment__cluster_id=deployment.cluster_id, state__in=HOLDING_STATES)

@@ -1,8 +1,9 @@
 """A cluster's allowlist: what only an admin decides and a topology may only pick from (docs/cluster-allowlist.md).
 
-Container images (a repository with an explicit tag, and its digest where known: the pin) and host directories by
+Container images (a repository with an explicit tag, and its digest where known: the pin), host directories by
 purpose: `weights` (roots below which model weights may be mounted into MindIE's pods) and `mindie_scripts` (MindIE's
-kubernetes_deploy_scripts directories, whose Python the deploy runs). An operator's topology names one of them; it can
+kubernetes_deploy_scripts directories, whose Python the deploy runs), and `mounts`: the bind mounts (name, host path,
+container path, read-only) a `runtime: container` topology may name. An operator's topology names one of them; it can
 never add one. Stored on Cluster.allowlist in this one spelling; `allowlist_problems` names each wrong field."""
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-KEYS = ("images", "weights", "mindie_scripts")
+KEYS = ("images", "weights", "mindie_scripts", "mounts")
 IMAGE_KEYS = ("reference", "digest")
+MOUNT_KEYS = ("name", "host_path", "container_path", "read_only")
+_MOUNT_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 MAX_ENTRIES = 64
 # registry[:port]/path/name:tag — the tag is what follows the last ':' after the last '/'
 # all used with fullmatch: '$' would let a final newline through
@@ -35,7 +38,7 @@ def allowlist_problems(data) -> list[tuple[str, str]]:
     if data in (None, ""):
         return []
     if not isinstance(data, Mapping):
-        return [("allowlist", "expected a mapping with images, weights and mindie_scripts")]
+        return [("allowlist", "expected a mapping with images, weights, mindie_scripts and mounts")]
     out = [(f"allowlist.{key}", f"unknown key; the allowlist has {', '.join(KEYS)}") for key in data if key not in KEYS]
     images = data.get("images", [])
     if not isinstance(images, list):
@@ -54,6 +57,37 @@ def allowlist_problems(data) -> list[tuple[str, str]]:
             problem = directory_problem(path)
             if problem:
                 out.append((f"allowlist.{key}[{i}]", problem))
+    mounts = data.get("mounts", [])
+    if not isinstance(mounts, list):
+        out.append(("allowlist.mounts", "expected a list of {name, host_path, container_path, read_only}"))
+    else:
+        out += _too_many("allowlist.mounts", mounts)
+        names: set[str] = set()
+        for i, entry in enumerate(mounts):
+            out += _mount_problems(f"allowlist.mounts[{i}]", entry, names)
+    return out
+
+
+def _mount_problems(where: str, entry, names: set[str]) -> list[tuple[str, str]]:
+    """A bind mount: the guides mount files (npu-smi, version.info) as well as directories, so a path here is any
+    absolute path in one spelling (docs/container-launch-facts.md §1.5)."""
+    if not isinstance(entry, Mapping):
+        return [(where, "expected {name, host_path, container_path, read_only}")]
+    out = [(f"{where}.{key}", f"unknown key; a mount has {', '.join(MOUNT_KEYS)}") for key in entry
+           if key not in MOUNT_KEYS]
+    name = entry.get("name")
+    if not isinstance(name, str) or not _MOUNT_NAME_RE.fullmatch(name):
+        out.append((f"{where}.name", "required: lowercase letters, digits and '-' (e.g. ascend-driver), at most 63"))
+    elif name in names:
+        out.append((f"{where}.name", f"mount {name!r} is listed twice"))
+    else:
+        names.add(name)
+    for key in ("host_path", "container_path"):
+        problem = mount_path_problem(entry.get(key))
+        if problem:
+            out.append((f"{where}.{key}", problem))
+    if not isinstance(entry.get("read_only", False), bool):
+        out.append((f"{where}.read_only", "expected true or false"))
     return out
 
 
@@ -85,6 +119,22 @@ def _image_problems(where: str, entry) -> list[tuple[str, str]]:
     return out
 
 
+_MOUNT_PATH_RE = re.compile(r"(/(?!\.\.?(?:/|$))[A-Za-z0-9._-]+)+")  # no '.' or '..' part; '.cache' is fine
+
+
+def mount_path_problem(path) -> str:
+    """Why `path` cannot be one side of a bind mount (`-v host:container`): '' when it is an absolute path in one
+    spelling, without ':' or ','."""
+    if not isinstance(path, str) or not path:
+        return "expected an absolute path, e.g. /usr/local/dcmi"
+    if path == "/":
+        return "'/' would hand the container the whole node"
+    if not _MOUNT_PATH_RE.fullmatch(path):
+        return (f"{path!r} is not an absolute path in one spelling (letters, digits, '.', '_', '-' between single "
+                "'/'; no '.' or '..' parts, no trailing '/')")
+    return ""
+
+
 def directory_problem(path) -> str:
     """Why `path` is not an absolute directory in its one spelling ('' when it is)."""
     if not isinstance(path, str) or not path:
@@ -98,8 +148,13 @@ def directory_problem(path) -> str:
 
 
 def normal_allowlist(data) -> dict:
-    """The stored form of a valid allowlist: every key present, in order."""
+    """The stored form of a valid allowlist: every key present, in order (mounts only when there are any, so an
+    allowlist stored before mounts existed reads back as it was)."""
     data = data or {}
-    return {"images": [{"reference": e["reference"], **({"digest": e["digest"]} if e.get("digest") else {})}
-                       for e in data.get("images", [])],
-            "weights": list(data.get("weights", [])), "mindie_scripts": list(data.get("mindie_scripts", []))}
+    out = {"images": [{"reference": e["reference"], **({"digest": e["digest"]} if e.get("digest") else {})}
+                      for e in data.get("images", [])],
+           "weights": list(data.get("weights", [])), "mindie_scripts": list(data.get("mindie_scripts", []))}
+    if data.get("mounts"):
+        out["mounts"] = [{"name": m["name"], "host_path": m["host_path"], "container_path": m["container_path"],
+                          "read_only": bool(m.get("read_only", False))} for m in data["mounts"]]
+    return out

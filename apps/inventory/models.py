@@ -39,8 +39,8 @@ class Cluster(models.Model):
     description = models.TextField(blank=True)
     allowlist = models.JSONField(
         default=dict, blank=True, validators=[validate_allowlist],
-        help_text="Admin only: the container images (pinned) and host directories (weights, mindie_scripts) a "
-                  "topology of this cluster may name (docs/cluster-allowlist.md).")
+        help_text="Admin only: the container images (pinned), host directories (weights, mindie_scripts) and bind "
+                  "mounts (mounts) a topology of this cluster may name (docs/cluster-allowlist.md).")
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

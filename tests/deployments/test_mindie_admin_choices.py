@@ -120,12 +120,12 @@ def test_only_an_admin_edits_the_allowlist_and_bad_entries_name_their_field(api_
     admin = api_client_for("admin")
     bad = admin.patch(url, {"allowlist": {"images": [{"reference": "attacker/miner:latest", "digest": "md5:00"},
                                                       {"reference": "untagged"}],
-                                          "weights": ["/"], "mindie_scripts": ["/opt/../etc"], "mounts": []}},
+                                          "weights": ["/"], "mindie_scripts": ["/opt/../etc"], "volumes": []}},
                       format="json")
     assert bad.status_code == 400
     text = json.dumps(bad.json())
     for field in ("images[0].reference", "images[0].digest", "images[1].reference", "weights[0]", "mindie_scripts[0]",
-                  "allowlist.mounts"):
+                  "allowlist.volumes"):
         assert field in text, (field, text)
     assert Cluster.objects.get().allowlist == ALLOWLIST  # nothing stored on a bad request
     good = admin.patch(url, {"allowlist": {"images": [{"reference": IMAGE}], "weights": ["/data/models"]}},

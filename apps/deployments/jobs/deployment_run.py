@@ -20,7 +20,7 @@ from ..inventory_lookup import cluster_nodes
 from ..job_params import JobParams
 from ..models import Deployment, Process, Revision, new_admin_token
 from ..revision_checks import RevisionInvalid
-from ..revision_plan import fingerprint, render_plan, revision_spec, start_line
+from ..revision_plan import render_plan, revision_spec
 from ..runtimes import runtime_for
 from ..runtimes.base import States
 from ..runtimes.run_items import Item, item_of
@@ -47,7 +47,7 @@ class DeploymentRun:
                                 f"{text}") from None
             ctx.log(f"revision r{self.revision.number} does not validate now ({text}); acting on the recorded "
                     "processes only", stream="stderr")
-        self.runtime = runtime_for(self.plan)
+        self.runtime = runtime_for(self.plan, self.spec)
         self.nodes = cluster_nodes(self.deployment.cluster)
         self.fleet = Fleet(ctx, self.nodes, max_parallel=self.options.max_parallel)
         self.rows = {r.key: r for r in self.deployment.processes.all()}
@@ -112,7 +112,8 @@ class DeploymentRun:
         node = self.nodes.get(p.node)
         defaults = dict(revision=self.revision, node=node, node_name=p.node, role=p.role, instance=p.instance or "",
                         address=p.address, ports=list(p.ports), health_url=p.health_url or "", pid=pid,
-                        command=start_line(p), fingerprint=fingerprint(p), log_path=str(p.launch.log_file),
+                        command=self.runtime.start_line(self, p), fingerprint=self.runtime.fingerprint(self, p),
+                        log_path=str(p.launch.log_file),
                         pid_file=str(p.launch.pid_file), state=state, state_detail=detail, last_job=self.ctx.job)
         if state == ProcessState.RUNNING:
             defaults.update(started_at=now, stopped_at=None)

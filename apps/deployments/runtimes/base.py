@@ -9,15 +9,12 @@ Two levels:
   item at a time. `DeploymentRun.states`, `.start`, `.stop`, `.tail`, `.write_files` and `.remove_files` hand them
   to the run's runtime.
 
-Today there are two: `host` (host.py: processes over SSH, each found by its pid file; the vllm-ascend, sim and
-vllm-cpu profiles) and `mindie-k8s` (mindie_k8s.py: MindIE's Kubernetes deploy scripts on the deploy host do the
+Today there are three: `host` (host.py: processes over SSH, each found by its pid file; the vllm-ascend, sim and
+vllm-cpu profiles), `mindie-k8s` (mindie_k8s.py: MindIE's Kubernetes deploy scripts on the deploy host do the
 whole job; it replaces the job level and keeps the host's process level for the files it writes and the log it
-tails when the probe fails).
-
-A container runtime (containers over SSH) is meant to be ONE new module: a subclass of `HostRuntime` that keeps its
-job level (the same reconcile, stop order, drain, refresh and files) and overrides only the process level it does
-differently: `start_processes` as `docker run`, `stop_items` as `docker stop` and `docker rm`, `read_states` as
-`docker inspect`, `tail_log` as `docker logs`. Register it in `RUNTIMES` and name it from a profile's `runtime`.
+tails when the probe fails) and `container` (container.py: a topology's `runtime: container`; a subclass of
+`HostRuntime` that keeps its job level and runs the engines as `docker run` / `podman run`, stopped with
+`stop` and `rm`, read with `inspect`, their logs from `logs`).
 """
 
 from __future__ import annotations
@@ -55,6 +52,14 @@ class Runtime(Protocol):
 
     def start_processes(self, run: DeploymentRun, procs: list[PlannedProcess]) -> None:
         """Places their files, starts them and records their rows; fails the job on the first that did not start."""
+        ...
+
+    def start_line(self, run: DeploymentRun, p: PlannedProcess) -> str:
+        """The shell line that starts p on its node: what its row records as its command."""
+        ...
+
+    def fingerprint(self, run: DeploymentRun, p: PlannedProcess) -> str:
+        """What a deploy compares with the row's: equal means p already runs as planned and is kept."""
         ...
 
     def stop_items(self, run: DeploymentRun, items: list[Item], *, why: str,

@@ -12,7 +12,7 @@ from sshexec import probe_commands as remote
 
 from ..choices import ProcessState
 from ..fleet import NodeFailure
-from ..revision_plan import start_line
+from ..revision_plan import fingerprint, start_line
 from ..topology import PlannedProcess
 from . import process_jobs
 from .base import States
@@ -72,15 +72,21 @@ class HostRuntime:
             # Recorded before the start is sent: if the connection or this worker dies before the PID comes back,
             # the process may run, and the row says so (stop and the next deploy find it by its pid file).
             run.record(p, None, ProcessState.UNKNOWN, "starting: the start was sent, its answer not yet received")
-        outcomes = run.fleet.run_many([(p.node, start_line(p)) for p in procs], timeout=START_TIMEOUT)
+        outcomes = run.fleet.run_many([(p.node, self.start_line(run, p)) for p in procs], timeout=START_TIMEOUT)
         failed = None
         for p, o in zip(procs, outcomes, strict=True):
             if o.ok:
-                last = (o.result.stdout.strip().splitlines() or [""])[-1]
-                pid = int(last) if last.isdecimal() else None
+                try:
+                    pid, said = self.started(run, p, o.result.stdout)
+                except ValueError as exc:  # it may run: the cleanup stops it, its row stays unknown
+                    run.started.append(p)
+                    why = f"started, but its answer could not be read: {exc}"
+                    run.mark(p.key, ProcessState.UNKNOWN, why)
+                    failed = failed or (p, why)
+                    continue
                 run.started.append(p)
                 run.record(p, pid, ProcessState.RUNNING)
-                run.ctx.log(f"{p.key} started, pid {pid}", node=p.node)
+                run.ctx.log(f"{p.key} started, {said}", node=p.node)
                 run.progress(p.node, f"started {p.key}")
                 continue
             if o.error:  # the start may have run on the node: its row stays unknown
@@ -94,6 +100,18 @@ class HostRuntime:
             p, why = failed
             run.fail(p.node, f"step 'start {p.key}' failed on {p.node}: {why}", item=item_of(p))
 
+    def start_line(self, run: DeploymentRun, p: PlannedProcess) -> str:
+        return start_line(p)
+
+    def fingerprint(self, run: DeploymentRun, p: PlannedProcess) -> str:
+        return fingerprint(p)
+
+    def started(self, run: DeploymentRun, p: PlannedProcess, stdout: str) -> tuple[int | None, str]:
+        """(pid, what the job log says of it) from the start's output; ValueError when it cannot be read."""
+        last = (stdout.strip().splitlines() or [""])[-1]
+        pid = int(last) if last.isdecimal() else None
+        return pid, f"pid {pid}"
+
     def stop_items(self, run: DeploymentRun, items: list[Item], *, why: str,
                    progress: bool = True) -> list[tuple[Item, str]]:
         grace = run.options.stop_grace
@@ -102,7 +120,7 @@ class HostRuntime:
             group = [i for i in items if stage_rank(i.role) == rank]
             for i in group:
                 run.ctx.step(f"stop {i.key} on {i.node} ({why})", node=i.node)
-            outcomes = run.fleet.run_many([(i.node, stop_command(i.pid_file, grace)) for i in group],
+            outcomes = run.fleet.run_many([(i.node, self.stop_line(run, i, grace)) for i in group],
                                           timeout=grace + 20)
             for i, o in zip(group, outcomes, strict=True):
                 if o.ok:
@@ -121,15 +139,21 @@ class HostRuntime:
                     failures.append((i, reason))
         return failures
 
+    def stop_line(self, run: DeploymentRun, item: Item, grace: int) -> str:
+        return stop_command(item.pid_file, grace)
+
     def tail_log(self, run: DeploymentRun, item: Item) -> str:
         try:
-            result = run.fleet.run(item.node, tail_command(item.log_path, TAIL_LINES), timeout=15)
+            result = run.fleet.run(item.node, self.tail_line(run, item), timeout=15)
         except NodeFailure as exc:
             return f"(could not read the log: {exc})"
         text = (result.stdout or result.stderr).rstrip()
         for line in text.splitlines():
             run.ctx.log(line, node=item.node, stream="stderr")
         return text
+
+    def tail_line(self, run: DeploymentRun, item: Item) -> str:
+        return tail_command(item.log_path, TAIL_LINES)
 
     def write_files(self, run: DeploymentRun, procs: list[PlannedProcess]) -> None:
         """After checking their directories like a run dir (the start checks the files again and refuses a missing or

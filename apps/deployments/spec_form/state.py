@@ -18,8 +18,8 @@ INSTANCE_EDITED = INSTANCE_TEXT + INSTANCE_INTS + ("nodes", "expert_parallel")
 # Every other instance field rides along in the row's hidden JSON (edited in YAML only): devices, extra_args, env
 # today, and any field added to InstanceSpec later, so a new field is never dropped by a save from the form.
 INSTANCE_KEPT = tuple(f.name for f in fields(InstanceSpec) if f.name not in INSTANCE_EDITED)
-# store.memory_mb, proxy.admin_port, proxy.kv_events and kv_connector are edited in YAML only
-KEPT_TOP = ("transfer_ports", "store", "proxy", "simulation", "kv_pool", "kv_connector", "mindie",
+# store.memory_mb, proxy.admin_port, proxy.kv_events, kv_connector, runtime and container are edited in YAML only
+KEPT_TOP = ("transfer_ports", "store", "proxy", "simulation", "kv_pool", "kv_connector", "mindie", "runtime", "container",
             "model_profile")  # a catalog profile's name, or a spelt-out profile's sizes (PROFILE_KEPT)
 PROFILE_INTS = ("layers", "kv_heads", "head_dim", "attention_heads")
 PROFILE_KEPT = ("weights", "params_b", "expert_params_b", "experts", "unquantized_params_b", "hidden_size",
@@ -120,7 +120,7 @@ def state_from_spec(data: dict) -> FormState:
     top["kv_pool.backend"] = top["kv_pool.backend"] or "mooncake"
     top.update({f"kv_pool.{k}": "on" if kv_pool.get(k) else "" for k in KV_POOL_BOOLS})
     keep: dict[str, Any] = {"model_profile": kept_profile} if kept_profile else {}
-    for name in ("transfer_ports", "simulation", "kv_connector"):
+    for name in ("transfer_ports", "simulation", "kv_connector", "runtime", "container"):
         if data.get(name) is not None:
             keep[name] = data[name]
     if store.get("memory_mb") is not None:

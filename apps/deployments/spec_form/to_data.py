@@ -72,7 +72,7 @@ def state_to_data(state: FormState) -> tuple[dict, list[FormProblem], Placement]
     data["proxy"] = _proxy(read, kept_top)
     if read.text("bench_client.node"):
         data["bench_client"] = {"node": read.text("bench_client.node")}
-    for name in ("transfer_ports", "simulation", "kv_connector"):
+    for name in ("transfer_ports", "simulation", "kv_connector", "runtime", "container"):
         if kept_top.get(name) is not None:
             data[name] = kept_top[name]
     return data, read.errors, placement

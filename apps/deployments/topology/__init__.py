@@ -12,11 +12,12 @@ import dataclasses
 
 from sshexec import LaunchSpec, detached_start_command
 
-from .allowlist import NO_ALLOWLIST, AllowedImage, ClusterAllowlist
+from .allowlist import NO_ALLOWLIST, AllowedImage, AllowedMount, ClusterAllowlist
+from .container_plan import container_plan
 from .hbm_fit import DieFit, fit_estimates
 from .node_facts import NodeFacts
 from .parse import normal_run_dir, spec_from_dict
-from .plan import Plan, PlannedProcess, Stage, plan_to_text
+from .plan import ContainerPlan, Plan, PlannedProcess, Stage, plan_to_text
 from .profiles import LaunchProfile, get_profile
 from .run_files import admin_header_path, admin_token_path
 from .serialize import spec_diff, spec_from_yaml, spec_to_dict, spec_to_yaml
@@ -30,6 +31,7 @@ from .spec import (
     SpecError,
     StoreServer,
     StoreSpec,
+    ContainerSpec,
     TopologySpec,
     TransferPortsSpec,
 )
@@ -49,13 +51,15 @@ def build_plan(spec: TopologySpec, nodes: dict[str, NodeFacts], allowlist: Clust
     if problems:
         raise TopologyInvalid(problems)
     plan = get_profile(spec.launch_profile).render(spec, nodes, allowlist)
+    if spec.runtime == "container":
+        plan = dataclasses.replace(plan, container=container_plan(spec, nodes, allowlist, plan))
     return dataclasses.replace(plan, hbm=fit_estimates(spec, nodes))
 
 
 __all__ = [
-    "NO_ALLOWLIST", "AllowedImage", "BenchClientSpec", "ClusterAllowlist", "DieFit", "InstanceSpec", "KvPoolSpec", "LaunchProfile", "LaunchSpec", "ModelProfile", "ModelSpec",
+    "NO_ALLOWLIST", "AllowedImage", "AllowedMount", "BenchClientSpec", "ClusterAllowlist", "ContainerPlan", "DieFit", "InstanceSpec", "KvPoolSpec", "LaunchProfile", "LaunchSpec", "ModelProfile", "ModelSpec",
     "NodeFacts", "Plan", "PlannedProcess", "Problem", "ProxySpec", "SpecError", "Stage", "StoreServer",
     "StoreSpec", "TopologyInvalid", "TopologySpec", "TransferPortsSpec", "admin_header_path", "admin_token_path",
-    "build_plan", "detached_start_command", "fit_estimates", "get_profile", "normal_run_dir", "plan_to_text", "spec_diff",
+    "ContainerSpec", "build_plan", "detached_start_command", "fit_estimates", "get_profile", "normal_run_dir", "plan_to_text", "spec_diff",
     "spec_from_dict", "spec_from_yaml", "spec_to_dict", "spec_to_yaml", "validate_topology",
 ]

@@ -1,6 +1,6 @@
 """What a cluster's admin lets a topology name on its nodes, as plain values (Cluster.allowlist, read by
-inventory_lookup; docs/cluster-allowlist.md): container images, pinned, and host directories by purpose. The rules
-only read it: a topology picks among these, it never adds one."""
+inventory_lookup; docs/cluster-allowlist.md): container images, pinned, host directories by purpose, and the bind
+mounts a container topology may name. The rules only read it: a topology picks among these, it never adds one."""
 
 from __future__ import annotations
 
@@ -20,16 +20,36 @@ class AllowedImage:
 
 
 @dataclass(frozen=True)
+class AllowedMount:
+    """A bind mount a container topology may name: `-v host_path:container_path[:ro]`."""
+
+    name: str
+    host_path: str
+    container_path: str
+    read_only: bool = False
+
+    @property
+    def volume(self) -> str:
+        return f"{self.host_path}:{self.container_path}{':ro' if self.read_only else ''}"
+
+
+@dataclass(frozen=True)
 class ClusterAllowlist:
     images: tuple[AllowedImage, ...] = ()
     weights: tuple[str, ...] = ()  # roots below which model weights may be mounted
     mindie_scripts: tuple[str, ...] = ()  # MindIE kubernetes_deploy_scripts directories
+    mounts: tuple[AllowedMount, ...] = ()  # what runtime: container may bind into its containers, by name
 
     @classmethod
     def from_data(cls, data: dict | None) -> ClusterAllowlist:
         data = data or {}
         return cls(images=tuple(AllowedImage(e["reference"], e.get("digest", "")) for e in data.get("images", ())),
-                   weights=tuple(data.get("weights", ())), mindie_scripts=tuple(data.get("mindie_scripts", ())))
+                   weights=tuple(data.get("weights", ())), mindie_scripts=tuple(data.get("mindie_scripts", ())),
+                   mounts=tuple(AllowedMount(m["name"], m["host_path"], m["container_path"],
+                                             bool(m.get("read_only", False))) for m in data.get("mounts", ())))
+
+    def mount(self, name: str) -> AllowedMount | None:
+        return next((m for m in self.mounts if m.name == name), None)
 
     def image(self, name: str | None) -> AllowedImage | None:
         """The entry a topology's image name picks: by its reference, or its pinned form."""

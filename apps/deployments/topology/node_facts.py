@@ -14,3 +14,9 @@ class NodeFacts:
     nic_name: str = "eth0"  # *_SOCKET_IFNAME: from a node field/label, eth0 when unset
     is_sim: bool = False
     die_hbm_mb: int | None = None  # HBM of one die (npu-smi's HBM total, or the hardware's); None = unknown
+    # (logical id, phy id) of the dies discovery read both of; /dev/davinci<phy id> is the die's device node
+    # (docs/readiness-facts.md: npu-smi's -i is the physical id). A die not listed has phy id = logical id.
+    phy_ids: tuple[tuple[int, int], ...] = ()
+
+    def phy_id(self, logical_id: int) -> int:
+        return dict(self.phy_ids).get(logical_id, logical_id)

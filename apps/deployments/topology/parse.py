@@ -13,6 +13,7 @@ from sshexec import EnvExtend
 from .model_catalog import CATALOG, catalog_names
 from .spec import (
     BOOK_NAME_RE,
+    CONTAINER_ENGINES,
     DEFAULT_RUN_ROOT,
     DP_STYLES,
     DTYPE_BYTES,
@@ -30,8 +31,10 @@ from .spec import (
     POOL_BACKENDS,
     ROLES,
     SIZE_RE,
+    SPEC_RUNTIMES,
     WEIGHT_BYTES,
     BenchClientSpec,
+    ContainerSpec,
     InstanceSpec,
     KvEventsSpec,
     KvPoolSpec,
@@ -134,7 +137,7 @@ def spec_from_dict(data: Any, *, deployment_name: str | None = None) -> Topology
     errors: list[tuple[str, str]] = []
     top = _Reader(errors, data, "", ("model", "instances", "proxy"),
                   ("kv_pool", "store", "bench_client", "launch_profile", "run_dir", "transfer_ports",
-                   "simulation", "kv_connector", "mindie"))
+                   "simulation", "kv_connector", "mindie", "runtime", "container"))
     if not top.ok:
         raise SpecError(errors)
     model = _model(errors, top.raw("model", {}))
@@ -149,11 +152,19 @@ def spec_from_dict(data: Any, *, deployment_name: str | None = None) -> Topology
     profile = top.text("launch_profile", "vllm-ascend", LAUNCH_PROFILES)
     run_dir = _run_dir(top, profile, deployment_name)
     kv_connector = _kv_connector(top)
+    runtime = top.text("runtime", "host", SPEC_RUNTIMES)
+    container = _optional(top, "container", lambda d: _container(errors, d))
+    if runtime == "container" and container is None and "container" not in top.data:
+        top.bad("container", "runtime: container needs a container block: {image: <repository>:<tag>, "
+                             "mounts: [<names from the cluster's mount list>]}")
+    elif runtime != "container" and "container" in top.data:
+        top.bad("container", "only runtime: container takes a container block: set runtime: container, or remove it")
     if errors:
         raise SpecError(errors)
     return TopologySpec(model=model, instances=instances, proxy=proxy, kv_pool=kv_pool, store=store,
                         bench_client=bench, launch_profile=profile, run_dir=run_dir, transfer_ports=transfer,
-                        simulation=simulation, kv_connector=kv_connector, mindie=mindie)
+                        simulation=simulation, kv_connector=kv_connector, mindie=mindie, runtime=runtime,
+                        container=container)
 
 
 def normal_run_dir(path: str) -> str:
@@ -526,6 +537,62 @@ def _simulation(errors, data) -> SimulationSpec:
         r.bad("accuracy", f"expected a number from 0 to 1, got {_show(accuracy)}")
         accuracy = 1.0
     return SimulationSpec(answer_book=book, accuracy=float(accuracy), think=r.boolean("think", False))
+
+
+# docker's --shm-size: a number and a unit (docs/container-launch-facts.md §1.5: 1g in the guides, MindIE 2g-9g)
+SHM_SIZE_RE = re.compile(r"^[1-9][0-9]{0,5}[kmg]\Z")
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")
+# <repository>:<tag>, the repository in lowercase (the cluster allowlist's spelling, apps/inventory/allowlist.py)
+CONTAINER_IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/:-]{0,254}\Z")
+_IMAGE_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+
+
+def _container(errors, data) -> ContainerSpec:
+    r = _Reader(errors, data, "container", ("image",), ("digest", "engine", "mounts", "shm_size"))
+    image = r.text("image", "")
+    problem = _image_problem(image) if image else ""
+    if problem:
+        r.bad("image", problem)
+    digest = r.text("digest", "")
+    if digest and not DIGEST_RE.match(digest):
+        r.bad("digest", f"expected sha256:<64 lowercase hex digits>, got {_show(digest)}")
+    shm_size = r.text("shm_size", "1g")
+    if shm_size and not SHM_SIZE_RE.match(shm_size):
+        r.bad("shm_size", f"expected a size like 1g or 512m (a number, then k, m or g), got {_show(shm_size)}")
+    return ContainerSpec(image=image, digest=digest, engine=r.text("engine", "docker", CONTAINER_ENGINES),
+                         mounts=_mount_names(r), shm_size=shm_size)
+
+
+def _image_problem(image: str) -> str:
+    """Why `image` is not <repository>:<tag> pinned by its tag ('' when it is)."""
+    if "@" in image:
+        return f"give the digest in container.digest, not after '@' in the image, got {_show(image)}"
+    if not CONTAINER_IMAGE_RE.match(image):
+        return f"expected an image reference like quay.io/ascend/vllm-ascend:v0.23.0-a3, got {_show(image)}"
+    head, _, last = image.rpartition("/")
+    _, sep, tag = last.partition(":")
+    if not sep or not _IMAGE_TAG_RE.match(tag):
+        return f"{_show(image)} has no tag: pin it with an explicit <repository>:<tag>"
+    if tag == "latest":
+        return f"{_show(image)}: 'latest' moves; pin a release tag"
+    return ""
+
+
+def _mount_names(r: _Reader) -> tuple[str, ...]:
+    value = r.raw("mounts", [])
+    if not isinstance(value, list):
+        r.bad("mounts", f"expected a list of mount names from the cluster's mount list, got {_show(value)}")
+        return ()
+    out: list[str] = []
+    for i, name in enumerate(value):
+        path = f"{r.path}.mounts[{i}]"
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            r.errors.append((path, f"expected a mount name (lowercase letters, digits, '-'), got {_show(name)}"))
+        elif name in out:
+            r.errors.append((path, f"mount {name!r} is listed twice"))
+        else:
+            out.append(name)
+    return tuple(out)
 
 
 _MINDIE_OPTIONAL = ("job_id", "image_name", "hardware_type", "weight_mount_path", "max_seq_len", "max_input_token_len",

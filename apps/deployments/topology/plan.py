@@ -7,6 +7,7 @@ from pathlib import PurePosixPath
 
 from sshexec import LaunchSpec
 
+from .allowlist import AllowedMount
 from .hbm_fit import DieFit
 from .plan_view import plan_view  # it names this module's types only in annotations
 
@@ -52,12 +53,33 @@ class MindiePlan:
 
 
 @dataclass(frozen=True)
+class ContainerPlan:
+    """runtime: container (topology/container_plan.py): what every engine container is started with; the
+    `docker run` line itself is the container runtime's (apps/deployments/runtimes/container_command.py), which adds
+    the deployment's name and revision."""
+
+    engine: str  # docker | podman
+    image: str  # pinned: <reference>@<digest> where a digest is known
+    shm_size: str
+    mounts: tuple[AllowedMount, ...]  # from the cluster's allowlist, in the topology's order
+    dies: tuple[tuple[str, tuple[int, ...]], ...]  # process key -> its dies' phy ids (/dev/davinci<id>), engines only
+
+    def runs(self, key: str) -> bool:
+        """Whether the process of this key runs in a container (the engines) or on the host (pool, proxy)."""
+        return any(k == key for k, _ in self.dies)
+
+    def dies_of(self, key: str) -> tuple[int, ...]:
+        return next(ids for k, ids in self.dies if k == key)
+
+
+@dataclass(frozen=True)
 class Plan:
     profile: str
     stages: tuple[Stage, ...]
     warnings: tuple[str, ...] = ()  # renders, but may not mean what was written (topology/plan_warnings.py)
     hbm: tuple[DieFit, ...] = ()  # each instance's HBM per die (topology/hbm_fit.py), set by build_plan
     mindie: MindiePlan | None = None
+    container: ContainerPlan | None = None  # runtime: container
 
     @property
     def processes(self) -> tuple[PlannedProcess, ...]:

@@ -11,8 +11,9 @@ import plainyaml
 from sshexec import EnvExtend
 
 from .parse import spec_from_dict
-from .spec import InstanceSpec, KvPoolSpec, ModelProfile, SpecError, TopologySpec
+from .spec import ContainerSpec, InstanceSpec, KvPoolSpec, ModelProfile, SpecError, TopologySpec
 
+_TOP_DEFAULTS = {"kv_connector": "pull", "runtime": "host"}
 # ModelProfile fields left out of the plain form while they hold their default (a profile spelt out as before)
 _PROFILE_DEFAULTS = {"weights": "bfloat16", "expert_params_b": 0.0, "unquantized_params_b": 0.0}
 
@@ -34,8 +35,10 @@ def _plain(value: Any) -> Any:
     if isinstance(value, EnvExtend):
         out = {k: v for k, v in (("prepend", value.prepend), ("append", value.append)) if v}
         return out if value.separator == ":" else {**out, "separator": value.separator}
-    if isinstance(value, TopologySpec):  # kv_connector only when it is not the default, as specs were written before
-        return {k: v for k, v in _fields(value).items() if k != "kv_connector" or v != "pull"}
+    if isinstance(value, TopologySpec):  # kv_connector and runtime only when not the default, as specs were written
+        return {k: v for k, v in _fields(value).items() if _TOP_DEFAULTS.get(k, object()) != v}
+    if isinstance(value, ContainerSpec):  # digest only where given
+        return {k: v for k, v in _fields(value).items() if k != "digest" or v}
     if isinstance(value, KvPoolSpec):
         memcache_only = ("config_store_port", "protocol", "install_path")
         # prefer_local only when it differs from the guide's value, so a form that keeps it cannot carry it into a

@@ -244,6 +244,26 @@ class SimulationSpec:
     think: bool = False
 
 
+# Where a plan's processes run (docs/containers.md): `host` = as the launch profile runs them (processes over SSH;
+# MindIE: Kubernetes); `container` = each engine in a container (`docker run` / `podman run`, as vllm-ascend's guides
+# start its image: docs/container-launch-facts.md).
+SPEC_RUNTIMES = ("host", "container")
+CONTAINER_ENGINES = ("docker", "podman")
+CONTAINER_PROFILES = ("vllm-ascend", "sim")  # whose engines a container runtime can run (engines_in_containers)
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """runtime: container only. The image is one of the cluster allowlist's images; mounts are names from its
+    `mounts` list (docs/cluster-allowlist.md): a topology picks among what the admin set, it never adds one."""
+
+    image: str  # <repository>:<tag>
+    digest: str = ""  # sha256:<64 hex>; "" = the allowlist's digest for that image, if it lists one
+    engine: str = "docker"  # docker | podman
+    mounts: tuple[str, ...] = ()
+    shm_size: str = "1g"  # the guide's --shm-size=1g (docs/container-launch-facts.md §1.3)
+
+
 MINDIE_HARDWARE = ("800I_A2", "800I_A3")  # user_config.json deploy_config.hardware_type
 
 
@@ -292,6 +312,8 @@ class TopologySpec:
     simulation: SimulationSpec | None = None
     kv_connector: str = "pull"  # KV_CONNECTORS
     mindie: MindieSpec | None = None
+    runtime: str = "host"  # SPEC_RUNTIMES
+    container: ContainerSpec | None = None  # runtime: container only
 
     def instance(self, name: str) -> InstanceSpec:
         return next(i for i in self.instances if i.name == name)

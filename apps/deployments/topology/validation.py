@@ -10,6 +10,7 @@ cpu_rules.py.
 from __future__ import annotations
 
 from .allowlist import NO_ALLOWLIST, ClusterAllowlist
+from .container_rules import container_rules
 from .cpu_rules import cpu_rules
 from .engine_rules import engine_allowed, engine_owned, simulation_rules
 from .hbm_rules import fit_problems
@@ -46,6 +47,7 @@ def validate_topology(spec: TopologySpec, nodes: dict[str, NodeFacts],
     port_clashes(spec, nodes, out)
     mindie_rules(spec, nodes, out, allowlist)
     cpu_rules(spec, out)
+    container_rules(spec, out, allowlist)
     return out
 
 

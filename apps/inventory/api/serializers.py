@@ -12,6 +12,13 @@ class AllowedImageSerializer(serializers.Serializer):
     digest = serializers.CharField(required=False, help_text="sha256:<64 hex digits>, where known")
 
 
+class AllowedMountSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="what a runtime: container topology names (container.mounts)")
+    host_path = serializers.CharField(help_text="absolute path on the node (a directory or a file)")
+    container_path = serializers.CharField(help_text="where it appears in the container")
+    read_only = serializers.BooleanField(required=False, help_text="bind it read-only (:ro)")
+
+
 class AllowlistSerializer(serializers.Serializer):
     """The shape, for the schema; allowlist_problems checks the values (and names each wrong field)."""
 
@@ -20,6 +27,7 @@ class AllowlistSerializer(serializers.Serializer):
                                     help_text="directories below which model weights may be mounted")
     mindie_scripts = serializers.ListField(child=serializers.CharField(), required=False,
                                            help_text="MindIE kubernetes_deploy_scripts directories")
+    mounts = AllowedMountSerializer(many=True, required=False)
 
     def to_internal_value(self, data):
         problems = allowlist_problems(data)

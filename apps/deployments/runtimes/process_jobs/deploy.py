@@ -8,7 +8,6 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from ...choices import ProcessState
-from ...revision_plan import fingerprint
 from ...topology import PlannedProcess, Stage
 from ..health_gate import probe, wait_healthy
 from ..run_items import Item, files_by_node, item_of, item_of_row
@@ -82,7 +81,7 @@ def _reconcile_stage(run: DeploymentRun, stage: Stage, actual: dict, kept: list[
     for p in stage.processes:
         state, pid, _ = actual[p.key]
         row = run.rows.get(p.key)
-        if state == "running" and row and row.fingerprint == fingerprint(p):
+        if state == "running" and row and row.fingerprint == run.runtime.fingerprint(run, p):
             kept.append(p.key)
             run.ctx.log(f"{p.key} already runs as wanted (pid {pid}): kept", node=p.node)
             if row.state != ProcessState.RUNNING:
