@@ -62,13 +62,15 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float =
 
 
 def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to the process group, SIGKILL after 10 s. The wait after SIGKILL is long: on two starved cores a
+    killed Celery worker once outlived a 5 s wait (a quiet full run, beside the real vLLM engines compiling)."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
+            proc.wait(timeout=60)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,13 @@
 """Opening the stack's pages in the browser as a user, with the page's script errors collected."""
 
 WATCHER_PASSWORD = "e2e-password-123"
+# How long a page may take to show what the test waits for (a drawing, a socket opened, a pushed round). 15 s was
+# not enough when the real vLLM engines compiled beside a browser test on two cores (a quiet full run): the topology
+# tests took 373 s instead of 81 s in that company. A deadline only bounds a wait; a page that never draws still fails.
+SHOWN_MS = 60_000
+# Seconds a live round a test writes into the web server's cache is kept: longer than the slowest page load, or the
+# page reads an expired round and draws no live layer (each live stack starts on a flushed database anyway).
+LIVE_KEPT_S = 900
 
 
 def logged_in_page(browser, live_stack: str, *, user: str = "watcher", password: str = WATCHER_PASSWORD,

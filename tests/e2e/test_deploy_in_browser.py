@@ -12,6 +12,7 @@ from tests.deployments.simdeploy import (
     processes_mentioning,
     topology_yaml,
 )
+from tests.e2e.pages import SHOWN_MS
 
 pytestmark = [pytest.mark.procs, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -44,7 +45,7 @@ def wait_for_job(page, timeout_ms: int):
     from playwright.sync_api import expect
 
     page.wait_for_url(re.compile(r"/jobs/\d+/$"))
-    page.wait_for_selector("#job[data-ws=open]", state="attached", timeout=15000)
+    page.wait_for_selector("#job[data-ws=open]", state="attached", timeout=SHOWN_MS)
     expect(page.locator("#job[data-status=successful], #job[data-status=failed], #job[data-status=error]")
            ).to_have_count(1, timeout=timeout_ms)
     return page.locator("#job").get_attribute("data-status"), page.locator("#job-explanation").inner_text()

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.e2e.conftest import E2E_REDIS, ROOT, stop
-from tests.e2e.pages import logged_in_page
+from tests.e2e.pages import SHOWN_MS, logged_in_page
 from tests.telemetry.health_sim import import_inventory, start_cluster, stop_cluster, topology_yaml
 
 pytestmark = [pytest.mark.procs, pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(420)]
@@ -92,7 +92,7 @@ def test_a_killed_engine_turns_red_on_the_page_and_comes_back_by_itself(live_sta
         page.goto(f"{live_stack}/deployments/{deployment.pk}/")
         d0 = page.locator("#topology .topo-instance[data-instance=d0]")
         expect(d0).to_have_attribute("data-health", "healthy", timeout=30000)
-        expect(page.locator("#topology")).to_have_attribute("data-ws", "open", timeout=10000)
+        expect(page.locator("#topology")).to_have_attribute("data-ws", "open", timeout=SHOWN_MS)
         link = page.locator("#topology a.instance-link:has(.topo-instance[data-instance=d0])")
         assert link.get_attribute("href") == f"/deployments/{deployment.pk}/instances/d0/"
         health = page.locator("#health-policy")  # the deployment page's health section, loaded by htmx

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.pages import logged_in_page
+from tests.e2e.pages import SHOWN_MS, logged_in_page
 
 pytestmark = [pytest.mark.procs, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -62,7 +62,7 @@ def test_instance_charts_draw_the_stored_history_and_follow_the_window(live_stac
     page.goto(f"{live_stack}/deployments/{deployment.pk}/instances/d0/")
 
     section = page.locator("#instance-charts")
-    expect(section).to_have_attribute("data-loaded-window", "15m", timeout=20000)
+    expect(section).to_have_attribute("data-loaded-window", "15m", timeout=SHOWN_MS)
     expect(page.locator("#instance-charts [data-chart=kv-usage]")).to_have_attribute("data-state", "drawn")
     assert _plotted(page, "instance-charts", "kv-usage") == [
         {"name": "KV cache", "x": RAW, "y": [p.values["kv_usage"] for p in raw]}]
@@ -85,14 +85,14 @@ def test_instance_charts_draw_the_stored_history_and_follow_the_window(live_stac
     with page.expect_response(lambda r: "/history/" in r.url and "window=6h" in r.url) as answer:
         page.click("#instance-charts [data-window-choice='6h']")
     assert answer.value.json()["tier"] == "1m"
-    expect(section).to_have_attribute("data-loaded-window", "6h", timeout=15000)
+    expect(section).to_have_attribute("data-loaded-window", "6h", timeout=SHOWN_MS)
     expect(page.locator("#instance-charts [data-window-choice='6h']")).to_have_attribute("aria-pressed", "true")
     assert _plotted(page, "instance-charts", "kv-usage")[0]["y"] == [p.values["kv_usage"] for p in minutes]
     expect(page.locator("#instance-charts [data-chart=ttft]")).to_contain_text("no history yet")
 
     # the deployment page: the proxy's charts, loaded into it
     page.goto(f"{live_stack}/deployments/{deployment.pk}/")
-    expect(page.locator("#service-charts")).to_have_attribute("data-loaded-window", "15m", timeout=20000)
+    expect(page.locator("#service-charts")).to_have_attribute("data-loaded-window", "15m", timeout=SHOWN_MS)
     assert _plotted(page, "service-charts", "proxy-requests")[0]["y"] == [p.values["req_s"] for p in proxy]
     expect(page.locator("#service-charts [data-chart=pool-keys]")).to_contain_text("no history yet")
     page.locator("#service-charts").screenshot(path=str(tmp_path / "service-charts.png"))

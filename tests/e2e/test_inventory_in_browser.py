@@ -5,6 +5,8 @@ import re
 
 import pytest
 
+from tests.e2e.pages import SHOWN_MS
+
 pytestmark = [pytest.mark.procs, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
@@ -35,7 +37,7 @@ def test_admin_discovers_a_node_and_sees_its_16_npus(live_stack, browser, admin_
     assert page.locator(".npu-tile").count() == 0
     page.click("button:text('Discover NPUs')")
     page.wait_for_url(re.compile(r"/jobs/\d+/$"))
-    page.wait_for_selector("#job[data-ws=open]", state="attached", timeout=15000)
+    page.wait_for_selector("#job[data-ws=open]", state="attached", timeout=SHOWN_MS)
     expect(page.locator("#job-status")).to_have_text("Successful", timeout=30000)
     expect(page.locator("#log")).to_contain_text("npu-smi info")
     expect(page.locator(".progress-row[data-node=node0] .state")).to_have_text("done")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.pages import logged_in_page
+from tests.e2e.pages import LIVE_KEPT_S, SHOWN_MS, logged_in_page
 
 pytestmark = [pytest.mark.procs, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -51,7 +51,7 @@ def test_the_overview_shows_a_deployment_and_follows_it_without_reload(live_stac
     pk = watched_deployment.pk
     for subject, state in {"p0": "healthy", "p1": "healthy", "d0": "unhealthy", "d1": "starting"}.items():
         InstanceHealth.objects.create(deployment=watched_deployment, subject=subject, state=state, since=timezone.now())
-    web_cache.set(live_key(pk), live_state(req_s=8.0, kv=2.5e9), timeout=60)
+    web_cache.set(live_key(pk), live_state(req_s=8.0, kv=2.5e9), timeout=LIVE_KEPT_S)
     try:
         page, errors = logged_in_page(browser, live_stack, height=900)
         page.wait_for_url(f"{live_stack}/")
@@ -66,9 +66,9 @@ def test_the_overview_shows_a_deployment_and_follows_it_without_reload(live_stac
         page.evaluate("window.__notReloaded = true")
 
         InstanceHealth.objects.filter(deployment=watched_deployment).update(state="healthy")
-        web_cache.set(live_key(pk), live_state(req_s=31.0, kv=4.2e9), timeout=60)
+        web_cache.set(live_key(pk), live_state(req_s=31.0, kv=4.2e9), timeout=LIVE_KEPT_S)
         # Polled every 5 s: the row changes within one poll (plus a margin for a slow machine).
-        expect(row.locator(".instances")).to_have_attribute("data-good", "4", timeout=8000)
+        expect(row.locator(".instances")).to_have_attribute("data-good", "4", timeout=SHOWN_MS)
         expect(row.locator(".req-s")).to_have_text("31.0 req/s")
         expect(row.locator(".kv-flow")).to_have_text("4.2 GB/s")
         assert page.evaluate("window.__notReloaded === true")

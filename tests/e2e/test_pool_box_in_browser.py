@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.pages import logged_in_page
+from tests.e2e.pages import LIVE_KEPT_S, SHOWN_MS, logged_in_page
 
 pytestmark = [pytest.mark.procs, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -60,7 +60,7 @@ def test_the_pool_box_shows_what_the_master_holds_or_why_it_holds_nothing(live_s
 
     def show(fixture: str):
         state = master_round(pk, fixture)
-        web_cache.set_many({live_key(pk): state, history_key(pk): [history_point(state)]}, timeout=60)
+        web_cache.set_many({live_key(pk): state, history_key(pk): [history_point(state)]}, timeout=LIVE_KEPT_S)
 
     try:
         show("mooncake-master-sim-deployed.txt")
@@ -68,7 +68,7 @@ def test_the_pool_box_shows_what_the_master_holds_or_why_it_holds_nothing(live_s
         page.goto(f"{live_stack}/deployments/{pk}/")
 
         box = page.locator("#topology .live-pool-service[data-key=kv-pool]")
-        expect(box).to_have_attribute("data-state", "ok", timeout=15000)
+        expect(box).to_have_attribute("data-state", "ok", timeout=SHOWN_MS)
         expect(box.locator(".live-pool-held")).to_have_text(
             "4 keys · 96.3 KB of 671 MB used (<1%) · 10 segments on 4 hosts")
         tip = box.locator("title").first.text_content()
@@ -76,7 +76,7 @@ def test_the_pool_box_shows_what_the_master_holds_or_why_it_holds_nothing(live_s
 
         show("mooncake-master-no-segment.txt")
         page.reload()
-        expect(box).to_have_attribute("data-state", "empty", timeout=15000)
+        expect(box).to_have_attribute("data-state", "empty", timeout=SHOWN_MS)
         expect(box.locator(".live-pool-held")).to_have_text(
             "no segment mounted: no engine's store client has joined this master")
         assert "0.0 B of 0.0 B" not in box.text_content()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.pages import logged_in_page
+from tests.e2e.pages import LIVE_KEPT_S, SHOWN_MS, logged_in_page
 
 pytestmark = [pytest.mark.procs, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -59,7 +59,7 @@ def test_the_detail_page_draws_the_reference_topology(live_stack, browser, refer
     page, errors = open_as_watcher(browser, live_stack, reference_deployment.pk)
 
     svg = page.locator("#topology svg.topology-svg")
-    expect(svg).to_be_visible(timeout=15000)
+    expect(svg).to_be_visible(timeout=SHOWN_MS)
     nodes = page.locator("#topology .topo-node")
     assert sorted(nodes.evaluate_all("els => els.map(e => e.dataset.node)")) == [
         "node0", "node1", "node2", "node3", "proxy"]
@@ -82,14 +82,14 @@ def test_the_detail_page_draws_the_reference_topology(live_stack, browser, refer
     job = Job.objects.create(kind="restart", status="running", target_type="deployments.deployment",
                              target_id=reference_deployment.pk, target_label="reference")
     page.reload()
-    expect(page.locator("#topology")).to_have_attribute("data-state", "watching", timeout=15000)
+    expect(page.locator("#topology")).to_have_attribute("data-state", "watching", timeout=SHOWN_MS)
     from apps.inventory.models import Npu
 
     Npu.objects.filter(node__name="node3", logical_id=9).update(health="Alarm")
     Process.objects.filter(key="d1-dp1").update(state="running")
     Process.objects.filter(key="p0-dp0").update(state="failed")
     Job.objects.filter(pk=job.pk).update(status="successful")
-    expect(page.locator("#topology")).to_have_attribute("data-state", "idle", timeout=15000)
+    expect(page.locator("#topology")).to_have_attribute("data-state", "idle", timeout=SHOWN_MS)
     expect(page.locator("#topology .topo-instance[data-instance=p0]")).to_have_attribute("data-state", "failed")
     expect(page.locator("#topology .topo-node[data-node=node3] .die.bad")).to_have_count(1)
     expect(page.locator("#topology .topology-problems")).to_contain_text("d1")
@@ -122,12 +122,12 @@ def test_instances_show_a_sparkline_of_their_token_rate(live_stack, browser, ref
                                                "d0": {"prompt_tok_s": 0.0, "gen_tok_s": 40.0 + 15 * k}})
               for k in range(8)]
     pk = reference_deployment.pk
-    web_cache.set_many({live_key(pk): rounds[-1], history_key(pk): [history_point(r) for r in rounds]}, timeout=60)
+    web_cache.set_many({live_key(pk): rounds[-1], history_key(pk): [history_point(r) for r in rounds]}, timeout=LIVE_KEPT_S)
     try:
         page, errors = open_as_watcher(browser, live_stack, pk)
 
         d0 = page.locator("#topology .live-instance[data-instance=d0] .sparkline path.spark-line")
-        expect(d0).to_have_count(1, timeout=15000)
+        expect(d0).to_have_count(1, timeout=SHOWN_MS)
         assert d0.get_attribute("d").count("L") == 7  # eight rounds, eight points
         assert "generation tok/s" in page.locator(
             "#topology .live-instance[data-instance=d0] .sparkline title").text_content()
@@ -181,12 +181,12 @@ def test_the_mindie_layout_draws_instances_over_their_nodes_with_the_pool_hits(l
     web_cache = RedisCache(E2E_REDIS, {"KEY_PREFIX": settings.PDCP_NAMESPACE})
     rounds = live_rounds(time.time())
     pk = mindie_deployment.pk
-    web_cache.set_many({live_key(pk): rounds[-1], history_key(pk): [history_point(r) for r in rounds]}, timeout=60)
+    web_cache.set_many({live_key(pk): rounds[-1], history_key(pk): [history_point(r) for r in rounds]}, timeout=LIVE_KEPT_S)
     try:
         page, errors = open_as_watcher(browser, live_stack, pk)
 
         frames = page.locator("#topology .topo-frame")
-        expect(frames).to_have_count(5, timeout=15000)
+        expect(frames).to_have_count(5, timeout=SHOWN_MS)
         assert frames.evaluate_all("els => els.map(e => e.dataset.instance)") == ["p0", "p1", "p2", "p3", "d0"]
         assert page.locator("#topology .topo-frame[data-instance=d0]").get_attribute("data-nodes") == " ".join(D_NODES)
 
@@ -291,12 +291,12 @@ def test_a_spanning_deployment_on_the_simulated_cluster_shows_its_pool_hits(live
         rounds.append(share_a_prefix(deployment, scrape))
         assert rounds[-1]["pool"]["hit_rate_total"], rounds[-1]["pool"]
         web_cache.set_many({live_key(deployment.pk): rounds[-1],
-                            history_key(deployment.pk): [history_point(r) for r in rounds]}, timeout=60)
+                            history_key(deployment.pk): [history_point(r) for r in rounds]}, timeout=LIVE_KEPT_S)
 
         page, errors = open_as_watcher(browser, live_stack, deployment.pk)
 
         frames = page.locator("#topology .topo-frame")
-        expect(frames).to_have_count(2, timeout=15000)
+        expect(frames).to_have_count(2, timeout=SHOWN_MS)
         assert frames.evaluate_all("els => els.map(e => e.dataset.nodes)") == ["node0 node1", "node2 node3"]
         expect(page.locator("#topology .topo-frame[data-instance=p0]")).to_have_attribute("data-state", "running")
         assert page.locator("#topology .topo-slice[data-headless='1']").evaluate_all(
@@ -337,13 +337,13 @@ def test_a_pushed_round_grows_the_sparkline_and_lights_its_edge(live_stack, brow
     rounds = [_live_round(now - 5 * (3 - k), {"d0": {"prompt_tok_s": 0.0, "gen_tok_s": 40.0 + 15 * k}})
               for k in range(4)]
     pk = reference_deployment.pk
-    web_cache.set_many({live_key(pk): rounds[-1], history_key(pk): [history_point(r) for r in rounds]}, timeout=60)
+    web_cache.set_many({live_key(pk): rounds[-1], history_key(pk): [history_point(r) for r in rounds]}, timeout=LIVE_KEPT_S)
     try:
         page, errors = open_as_watcher(browser, live_stack, pk)
         d0 = page.locator("#topology .live-instance[data-instance=d0] .sparkline path.spark-line")
-        expect(d0).to_have_count(1, timeout=15000)
+        expect(d0).to_have_count(1, timeout=SHOWN_MS)
         assert d0.get_attribute("d").count("L") == 3
-        expect(page.locator("#topology")).to_have_attribute("data-ws", "open", timeout=15000)
+        expect(page.locator("#topology")).to_have_attribute("data-ws", "open", timeout=SHOWN_MS)
         busy = {"requests": 42.0, "req_s": 2.5, "prompt_tok_s": 1280.0, "kv_bytes_s": 2.5e8, "engine_kv_bytes_s": None,
                 "source_label": "proxy"}
         idle = {**busy, "req_s": 0.0, "prompt_tok_s": 0.0, "kv_bytes_s": 0.0}
@@ -356,7 +356,7 @@ def test_a_pushed_round_grows_the_sparkline_and_lights_its_edge(live_stack, brow
         pusher.start()
         pusher.join(10)
         assert sent == [True]
-        expect(page.locator("#topology")).to_have_attribute("data-live-at", str(live["at"]), timeout=10000)
+        expect(page.locator("#topology")).to_have_attribute("data-live-at", str(live["at"]), timeout=SHOWN_MS)
         assert d0.get_attribute("d").count("L") == 4  # five rounds now: the snapshot's four and the pushed one
         edge = page.locator("#topology .edge[data-kind=kv_transfer][data-source='inst:p0'][data-target='inst:d0']")
         expect(edge).to_have_class("edge kv busy")
