@@ -54,8 +54,8 @@ class ContainerRuntime(HostRuntime):
             host_failed = str(exc)
         problems = check_containers(run)
         if problems:
-            said = f"; container checks found {len(problems)} problems: " + "; ".join(problems)
-            raise JobFailed((host_failed or "preflight") + said)
+            said = f"{len(problems)} container problems: " + "; ".join(problems)
+            raise JobFailed(f"{host_failed}; and {said}" if host_failed else f"preflight found {said}")
         if host_failed:
             raise JobFailed(host_failed)
         run.ctx.summary += f"; containers: {self.engine(run)}, the image and its digest, device nodes, mounts"

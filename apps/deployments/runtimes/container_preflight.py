@@ -157,14 +157,14 @@ def check_containers(run: DeploymentRun) -> list[str]:
             findings[node] = NodeFindings(problems=[f"cannot run the container checks on {node}: {o.error}"])
         else:
             findings[node] = node_findings(c, node, keys_by_node[node], split_checks(o.result.stdout))
+    problems = []
     digests = {node: f.digest for node, f in findings.items() if f.digest}
     if len(set(digests.values())) > 1:
         ref, _ = image_parts(c)
         held = ", ".join(f"{node} {digest}" for node, digest in digests.items())
-        for node in digests:
-            findings[node].problems.append(f"image {ref} is not the same on every node ({held}): pull one digest "
-                                           "everywhere and pin it as container.digest")
-    problems = []
+        problems.append(f"image {ref} is not the same on every node ({held}): pull one digest everywhere and pin "
+                        "it as container.digest")
+        run.ctx.log(problems[-1], stream="error")
     for node, f in findings.items():
         for w in f.warnings:
             run.ctx.log(w, node=node, stream="stderr")
