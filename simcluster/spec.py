@@ -64,8 +64,8 @@ DEFAULT_IMAGE = {"ref": "quay.io/ascend/vllm-ascend:v0.23.0-a3", "id": _sha("sim
 # every NPU node, as on a real one, though not on this machine.
 ASCEND_HOST_PATHS = ("/usr/local/dcmi", "/usr/local/Ascend/driver", "/usr/local/bin/npu-smi",
                      "/etc/ascend_install.info", "/etc/hccn.conf", "/root/.cache")
-# The sources of the reference allowlist's `models` and `model-cache` mounts (examples/reference-allowlist-
-# containers.yaml): the shared weights and cache an NPU node of the reference cluster mounts.
+# The sources of the `models` and `model-cache` mounts of examples/reference-allowlist-containers.yaml: the
+# shared weights and cache an NPU node of the reference cluster mounts.
 SHARED_HOST_PATHS = ("/models", "/mnt/sfs_turbo/.cache")
 
 
