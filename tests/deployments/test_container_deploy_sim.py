@@ -65,6 +65,7 @@ def _evaluate(deployment, user):
 
 def test_the_container_reference_deploys_serves_restarts_reads_and_stops_leaving_no_container(
         sim, transactional_db, make_user, run_dir, settings, tmp_path, monkeypatch):
+    from apps.deployments.runtimes import health_gate
     from apps.deployments.services import (
         deployment_create,
         deployment_deploy,
@@ -73,7 +74,6 @@ def test_the_container_reference_deploys_serves_restarts_reads_and_stops_leaving
         deployment_restart,
         deployment_stop,
     )
-    from apps.deployments.runtimes import health_gate
     from apps.telemetry.topology_snapshot import topology_snapshot
 
     settings.PDCP_EVALS_DIR = tmp_path / "evals"

@@ -15,8 +15,8 @@ from ..topology import PlannedProcess
 from ..topology.container_plan import ENGINE_ROLES
 from . import container_command as cc
 from . import process_jobs
-from .container_preflight import check_containers
 from .base import States
+from .container_preflight import check_containers
 from .host import TAIL_LINES, HostRuntime
 from .run_items import Item
 
