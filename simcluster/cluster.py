@@ -18,6 +18,7 @@ import yaml
 from simcluster import nodestate, procs, rundirs, runtime, shims
 from simcluster.mindie import kube
 from simcluster.mindie import publish as mindie_publish
+from simcluster.runtime import REPO
 from simcluster.spec import HARDWARE, node_containers
 from simcluster.sshnode import (
     LOGIN_USER,
@@ -148,6 +149,17 @@ def _record_starts(state: dict) -> None:
     state["pid_starts"] = {key: procs.start_time(pid) for key, pid in state["pids"].items()}
 
 
+def cluster_allowlist() -> dict:
+    """What a topology on the simulated cluster may name (docs/cluster-allowlist.md): MindIE's image, weights and
+    scripts (simcluster/mindie/publish.py), and the container example's image and mounts
+    (examples/reference-allowlist-containers.yaml), so the reference topology deploys as containers too."""
+    allowlist = mindie_publish.cluster_allowlist()
+    containers = yaml.safe_load((REPO / "examples" / "reference-allowlist-containers.yaml").read_text())
+    allowlist["images"] = [*allowlist["images"], *containers["images"]]
+    allowlist["mounts"] = containers["mounts"]
+    return allowlist
+
+
 def write_inventory(spec: dict, state: dict, key_path: Path, path: Path) -> Path:
     """docs/contracts.md §1, exactly."""
     nodes = []
@@ -160,7 +172,7 @@ def write_inventory(spec: dict, state: dict, key_path: Path, path: Path) -> Path
     doc = {"version": 1,
            "credentials": [{"name": "simcluster", "username": LOGIN_USER, "private_key_file": str(key_path)}],
            "clusters": [{"name": spec["name"], "description": spec.get("description", ""),
-                         "allowlist": mindie_publish.cluster_allowlist(), "nodes": nodes}]}
+                         "allowlist": cluster_allowlist(), "nodes": nodes}]}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
 

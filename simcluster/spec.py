@@ -64,6 +64,9 @@ DEFAULT_IMAGE = {"ref": "quay.io/ascend/vllm-ascend:v0.23.0-a3", "id": _sha("sim
 # every NPU node, as on a real one, though not on this machine.
 ASCEND_HOST_PATHS = ("/usr/local/dcmi", "/usr/local/Ascend/driver", "/usr/local/bin/npu-smi",
                      "/etc/ascend_install.info", "/etc/hccn.conf", "/root/.cache")
+# The sources of the `models` and `model-cache` mounts of examples/reference-allowlist-containers.yaml: the
+# shared weights and cache an NPU node of the reference cluster mounts.
+SHARED_HOST_PATHS = ("/models", "/mnt/sfs_turbo/.cache")
 
 
 def node_containers(spec: dict, node: dict) -> dict:
@@ -77,6 +80,6 @@ def node_containers(spec: dict, node: dict) -> dict:
         missing = {"ref", "id", "digest"} - set(image)
         if missing:
             raise ValueError(f"node {node['name']}: image {image} lacks {sorted(missing)}")
-    paths = node.get("host_paths", list(ASCEND_HOST_PATHS) if has_npus else [])
+    paths = node.get("host_paths", [*ASCEND_HOST_PATHS, *SHARED_HOST_PATHS] if has_npus else [])
     return {"container_engine": engine, "images": [dict(i) for i in images], "host_paths": list(paths),
             "npu_count": HARDWARE[node.get("hardware", "")][2]}

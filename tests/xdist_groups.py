@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Redis database 14 flushed by each live stack; the playground's .90-.94 and the health cluster's .50-.53, each
     # shared by a sim module and a browser module.
+    # The container deploy cluster .70-.74/.84, shared with tests/e2e/test_containers_in_browser.py.
     ("sim-e2e", ("tests/e2e/", "tests/telemetry/test_prometheus_live.py", "tests/deployments/test_playground_sim.py",
-                 "tests/telemetry/test_health_sim.py")),
+                 "tests/telemetry/test_health_sim.py", "tests/deployments/test_container_deploy_sim.py")),
     # The deployment range .200-.239 (also the telemetry health and reliability modules that start it), .10-.64,
     # .75-.81 (MindIE deploy), .240-.249 (telemetry pool, its mooncake_master).
     ("sim-deploy", ("tests/deployments/", "tests/telemetry/", "tests/reliability/", "tests/cli/")),

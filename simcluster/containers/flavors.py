@@ -76,6 +76,12 @@ class Docker:
     def bind_missing(self, path: str) -> Refusal | None:
         return None  # docker creates a missing bind source as a directory
 
+    def mount_source_missing(self, path: str) -> Refusal:
+        # `--mount type=bind` never creates its source: moby volume/mounts/linux_parser.go errBindSourceDoesNotExist,
+        # wrapped as an invalid mount config when the container is created (docs/container-launch-facts.md §3.5).
+        return self.run_error(f'Error response from daemon: invalid mount config for type "bind": bind source path '
+                              f"does not exist: {path}")
+
     def no_such_container(self, name: str, verb: str) -> Refusal:
         return self.daemon(f"No such container: {name}")
 
@@ -135,6 +141,9 @@ class Podman:
                               "OCI runtime attempted to invoke a command that was not found", 127)
 
     def bind_missing(self, path: str) -> Refusal | None:
+        return self.run_error(f"statfs {path}: no such file or directory")
+
+    def mount_source_missing(self, path: str) -> Refusal:
         return self.run_error(f"statfs {path}: no such file or directory")
 
     def no_such_container(self, name: str, verb: str) -> Refusal:

@@ -59,6 +59,24 @@ def parse_volume(spec: str) -> dict:
             "Propagation": "rprivate"}
 
 
+def parse_mount(spec: str) -> dict:
+    """`--mount type=bind,source=SRC,target=DST[,readonly]` (docker/cli opts/mount.go's keys and aliases); only
+    bind mounts are simulated."""
+    fields: dict[str, str] = {}
+    for part in spec.split(","):
+        key, eq, value = part.partition("=")
+        fields[key.strip().lower()] = value if eq else "true"
+    if fields.get("type", "volume") != "bind":
+        raise BadSpec(f"simcluster: only --mount type=bind is simulated, got {spec!r}")
+    src = fields.get("source") or fields.get("src") or ""
+    dst = fields.get("target") or fields.get("destination") or fields.get("dst") or ""
+    if not src.startswith("/") or not dst.startswith("/"):
+        raise BadSpec(f"invalid argument \"{spec}\" for \"--mount\" flag: source and target must be absolute paths")
+    ro = fields.get("readonly", fields.get("ro", "false")) in ("true", "1")
+    return {"Type": "bind", "Source": src, "Destination": dst, "Mode": "ro" if ro else "", "RW": not ro,
+            "Propagation": "rprivate"}
+
+
 def path_exists(node: dict, path: str) -> bool:
     if os.path.exists(path):
         return True

@@ -125,9 +125,14 @@ def run(ctx, argv: list[str]) -> int:
     try:
         devices = [hostfs.parse_device(d) for d in opts.get("device", [])]
         mounts = [hostfs.parse_volume(v) for v in opts.get("volume", [])]
+        mount_flags = [hostfs.parse_mount(m) for m in opts.get("mount", [])]
     except hostfs.BadSpec as exc:
         raise flavor.run_error(str(exc)) from None
     image = _image(ctx, args[0], opts.get("pull", "missing"))
+    for mount in mount_flags:  # neither engine creates a --mount source
+        if not hostfs.path_exists(ctx.node, mount["Source"]):
+            raise flavor.mount_source_missing(mount["Source"])
+    mounts += mount_flags
     if flavor.name == "podman":
         _check_devices(ctx, devices)
         for mount in mounts:

@@ -15,7 +15,7 @@ PLAYED = [
     Flag("volume", "v", repeat=True), Flag("env", "e", repeat=True), Flag("rm", value=False),
     Flag("workdir", "w"), Flag("ipc"), Flag("privileged", value=False), Flag("pull"),
     Flag("interactive", "i", value=False), Flag("tty", "t", value=False), Flag("entrypoint"),
-    Flag("hostname", "h"), Flag("user", "u"),
+    Flag("hostname", "h"), Flag("user", "u"), Flag("mount", repeat=True),
 ]
 _ACCEPTED_BOOLS = ("disable-content-trust", "init", "no-healthcheck", "oom-kill-disable", "read-only",
                    "sig-proxy", "use-api-socket", "help")
@@ -26,7 +26,7 @@ _ACCEPTED_VALUES = (
     "dns-search domainname env-file expose gpus group-add health-cmd health-interval health-retries "
     "health-start-interval health-start-period health-timeout io-maxbandwidth io-maxiops isolation kernel-memory "
     "label-file link link-local-ip log-driver log-opt mac-address memory-reservation memory-swap memory-swappiness "
-    "mount net-alias network-alias oom-score-adj pid pids-limit platform restart runtime security-opt stop-signal "
+    "net-alias network-alias oom-score-adj pid pids-limit platform restart runtime security-opt stop-signal "
     "stop-timeout storage-opt sysctl tmpfs ulimit userns uts volume-driver volumes-from").split()
 ACCEPTED = [*(Flag(n, value=False, repeat=False) for n in _ACCEPTED_BOOLS), *(Flag(n, repeat=True) for n in _ACCEPTED_VALUES),
             Flag("attach", "a", repeat=True), Flag("cpu-shares", "c"), Flag("memory", "m"), Flag("publish", "p", repeat=True),

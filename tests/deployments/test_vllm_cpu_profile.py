@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from apps.deployments.fleet import Outcome
-from apps.deployments.runtimes import health_gate
+from apps.deployments.runtimes import RUNTIMES, health_gate
 from apps.deployments.runtimes.process_jobs.preflight import node_problems, node_script
 from apps.deployments.topology import NodeFacts, build_plan, get_profile, spec_from_dict, validate_topology
 from apps.deployments.topology.placement import assign_devices
@@ -272,7 +272,7 @@ def test_report_starting_logs_each_engine_with_one_ssh_command_per_node(plan):
     def node_state(node, state, message="", step_done=False):
         states.append((node, state, message, step_done))
 
-    run = SimpleNamespace(fleet=SimpleNamespace(run_many=run_many),
+    run = SimpleNamespace(fleet=SimpleNamespace(run_many=run_many), runtime=RUNTIMES["host"],
                           ctx=SimpleNamespace(log=lambda m, node=None, **_: logged.append((node, m)),
                                               node_state=node_state),
                           progress=lambda node, m: pytest.fail("a progress report is not a step done"))

@@ -71,6 +71,10 @@ class Runtime(Protocol):
         """The last lines of the item's log (also logged into the job), or why they could not be read."""
         ...
 
+    def tail_line(self, run: DeploymentRun, item: Item, lines: int = ...) -> str:
+        """The shell line that prints the item's last `lines` log lines (a host log file, a container's logs)."""
+        ...
+
     def write_files(self, run: DeploymentRun, procs: list[PlannedProcess]) -> None:
         """Writes the launch files of procs on their nodes, once per node and path in the job."""
         ...

@@ -9,10 +9,14 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
+from apps.jobs.context import JobFailed
+
 from ..topology import PlannedProcess
 from ..topology.container_plan import ENGINE_ROLES
 from . import container_command as cc
+from . import process_jobs
 from .base import States
+from .container_preflight import check_containers
 from .host import TAIL_LINES, HostRuntime
 from .run_items import Item
 
@@ -37,6 +41,24 @@ class ContainerRuntime(HostRuntime):
     @staticmethod
     def container(run: DeploymentRun, key: str) -> str:
         return cc.container_name(run.deployment.name, key)
+
+    # --- job level: preflight (the rest is the host runtime's) ----------------------------------------------
+    def preflight(self, run: DeploymentRun) -> None:
+        """The host preflight (an engine needs the container engine on the login PATH, not `vllm`), then the
+        container checks (container_preflight.py), which run even when the host's found problems."""
+        host_failed = None
+        try:
+            process_jobs.preflight(run, binary_of=lambda p: self.engine(run) if self.in_container(p.role)
+                                   else p.launch.argv[0])
+        except JobFailed as exc:
+            host_failed = str(exc)
+        problems = check_containers(run)
+        if problems:
+            said = f"{len(problems)} container problems: " + "; ".join(problems)
+            raise JobFailed(f"{host_failed}; and {said}" if host_failed else f"preflight found {said}")
+        if host_failed:
+            raise JobFailed(host_failed)
+        run.ctx.summary += f"; containers: {self.engine(run)}, the image and its digest, device nodes, mounts"
 
     # --- process level -------------------------------------------------------------------------------------
     def start_line(self, run: DeploymentRun, p: PlannedProcess) -> str:
@@ -65,10 +87,10 @@ class ContainerRuntime(HostRuntime):
             return super().stop_line(run, item, grace)
         return cc.stop_command(self.engine(run), self.container(run, item.key), grace)
 
-    def tail_line(self, run: DeploymentRun, item: Item) -> str:
+    def tail_line(self, run: DeploymentRun, item: Item, lines: int = TAIL_LINES) -> str:
         if not self.in_container(item.role):
-            return super().tail_line(run, item)
-        return cc.logs_command(self.engine(run), self.container(run, item.key), TAIL_LINES)
+            return super().tail_line(run, item, lines)
+        return cc.logs_command(self.engine(run), self.container(run, item.key), lines)
 
     def read_states(self, run: DeploymentRun, items: list[Item], *, probe: bool = False,
                     unreachable: dict[str, str] | None = None) -> States:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from apps.jobs.choices import NodeStepState
@@ -79,7 +80,8 @@ def report_starting(run: DeploymentRun, procs: list[PlannedProcess], elapsed: in
         by_node.setdefault(p.node, []).append(p)
     if not by_node:
         return
-    pairs = [(node, last_lines_command(group)) for node, group in by_node.items()]
+    pairs = [(node, last_lines_command(group, lambda p: run.runtime.tail_line(run, item_of(p), 1)))
+             for node, group in by_node.items()]
     for (node, _), o in zip(pairs, run.fleet.run_many(pairs, timeout=15, quiet=True), strict=True):
         lines = {} if o.error else parse_last_lines(o.result.stdout)
         for p in by_node[node]:
@@ -89,10 +91,14 @@ def report_starting(run: DeploymentRun, procs: list[PlannedProcess], elapsed: in
             run.ctx.node_state(node, NodeStepState.RUNNING, message[:200])
 
 
-def last_lines_command(procs: list[PlannedProcess]) -> str:
-    """For each process: a `@@<key>` marker line, then the last line of its log (nothing when it cannot be read)."""
-    return "; ".join(f"echo {shlex.quote(MARK + p.key)}; ( {tail_command(p.launch.log_file, 1)} ) 2>/dev/null"
-                     for p in procs)
+def last_lines_command(procs: list[PlannedProcess],
+                       last_line: Callable[[PlannedProcess], str] | None = None) -> str:
+    """For each process: a `@@<key>` marker line, then the last line of its log (nothing when it cannot be read).
+    last_line: the runtime's line printing it (a container's is `docker logs --tail 1`); default its log file's."""
+    def line(p: PlannedProcess) -> str:
+        return last_line(p) if last_line else tail_command(p.launch.log_file, 1)
+
+    return "; ".join(f"echo {shlex.quote(MARK + p.key)}; ( {line(p)} ) 2>/dev/null" for p in procs)
 
 
 def parse_last_lines(stdout: str) -> dict[str, str]:

@@ -152,8 +152,8 @@ class HostRuntime:
             run.ctx.log(line, node=item.node, stream="stderr")
         return text
 
-    def tail_line(self, run: DeploymentRun, item: Item) -> str:
-        return tail_command(item.log_path, TAIL_LINES)
+    def tail_line(self, run: DeploymentRun, item: Item, lines: int = TAIL_LINES) -> str:
+        return tail_command(item.log_path, lines)
 
     def write_files(self, run: DeploymentRun, procs: list[PlannedProcess]) -> None:
         """After checking their directories like a run dir (the start checks the files again and refuses a missing or

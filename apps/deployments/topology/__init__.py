@@ -23,6 +23,7 @@ from .run_files import admin_header_path, admin_token_path
 from .serialize import spec_diff, spec_from_yaml, spec_to_dict, spec_to_yaml
 from .spec import (
     BenchClientSpec,
+    ContainerSpec,
     InstanceSpec,
     KvPoolSpec,
     ModelProfile,
@@ -31,7 +32,6 @@ from .spec import (
     SpecError,
     StoreServer,
     StoreSpec,
-    ContainerSpec,
     TopologySpec,
     TransferPortsSpec,
 )

@@ -6,6 +6,7 @@ and not busy. A binary or file the profile knows how to install is named with th
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from apps.inventory.npu_smi import NpuSmiParseError, npu_smi_parse_info
@@ -22,7 +23,9 @@ if TYPE_CHECKING:
 MIN_FREE_KIB = 1024 * 1024  # 1 GiB for logs
 
 
-def preflight(run: DeploymentRun) -> None:
+def preflight(run: DeploymentRun, binary_of: Callable[[PlannedProcess], str] | None = None) -> None:
+    """binary_of: the program a process needs on its node's login PATH (default its argv[0]; the container runtime
+    names the container engine for an engine, whose `vllm` is in the image)."""
     ctx, plan = run.ctx, run.plan
     profile = get_profile(run.spec.launch_profile)
     by_node: dict[str, list[PlannedProcess]] = {}
@@ -31,7 +34,7 @@ def preflight(run: DeploymentRun) -> None:
     run.planned_steps(Counter({n: 2 for n in by_node}))
     run.connect(list(by_node))
     own = {r.key: r for r in run.rows.values() if r.state == ProcessState.RUNNING}
-    scripts = [(node, node_script(profile, run.spec, procs)) for node, procs in by_node.items()]
+    scripts = [(node, node_script(profile, run.spec, procs, binary_of)) for node, procs in by_node.items()]
     problems: list[str] = []
     for (node, script), o in zip(scripts, run.fleet.run_many(scripts, timeout=60), strict=True):
         if o.error:
@@ -55,10 +58,11 @@ def preflight(run: DeploymentRun) -> None:
     ctx.summary = f"preflight passed on {len(by_node)} nodes: SSH, host keys, binaries, ports, disk, run dir{npus}"
 
 
-def node_script(profile: LaunchProfile, spec, procs: list[PlannedProcess]) -> str:
+def node_script(profile: LaunchProfile, spec, procs: list[PlannedProcess],
+                binary_of: Callable[[PlannedProcess], str] | None = None) -> str:
     """One node's preflight reads: the binaries its processes run (and curl), ports, disk and run dir; on an engine
     node the files the profile needs (the model's config.json for vllm-cpu) and, for a profile on NPUs, npu-smi."""
-    binaries = sorted({p.launch.argv[0] for p in procs} | {"curl"})
+    binaries = sorted({binary_of(p) if binary_of else p.launch.argv[0] for p in procs} | {"curl"})
     engines = any(p.role in ("prefill", "decode") for p in procs)
     npu = engines and profile.uses_npus
     if npu:

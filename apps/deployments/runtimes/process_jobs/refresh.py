@@ -6,6 +6,7 @@ It starts and stops nothing. Queued by itself when a deploy, stop or restart los
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,8 @@ from ..run_items import Item, item_of, item_of_row
 
 if TYPE_CHECKING:
     from ...jobs.deployment_run import DeploymentRun
+
+_EXIT_CODE = re.compile(r"\(exit code (\d+)\)")
 
 
 def refresh(run: DeploymentRun) -> None:
@@ -77,12 +80,23 @@ def _read(run: DeploymentRun, item: Item, state: str, pid: int | None, planned: 
     what = f"{state}{f' {pid}' if pid else ''}"
     if row is None:
         run.ctx.log(f"{item.key}: planned, not running ({what})", node=item.node)
+    elif row.state in (ProcessState.RUNNING, ProcessState.UNKNOWN) and _died(state):
+        run.ctx.log(f"{item.key}: not running ({what}); the row said {row.state}: now failed", node=item.node,
+                    stream="stderr")
+        run.mark(item.key, ProcessState.FAILED, f"{what} when read back: {job}")
     elif row.state in (ProcessState.RUNNING, ProcessState.UNKNOWN):
         run.ctx.log(f"{item.key}: not running ({what}); the row said {row.state}: now stopped", node=item.node,
                     stream="stderr")
         run.mark(item.key, ProcessState.STOPPED, f"not running when read back ({what}): {job}")
     else:
         run.ctx.log(f"{item.key}: not running ({what}), as its row says ({row.state})", node=item.node)
+
+
+def _died(state: str) -> bool:
+    """A state that names a non-zero exit code: a container that ended on its own (container_command.ContainerState;
+    a container this control plane stopped is removed with it). A host process's state never names one."""
+    code = _EXIT_CODE.search(state)
+    return bool(code) and code.group(1) != "0"
 
 
 def _unknown(run: DeploymentRun, item: Item, why: str) -> None:
