@@ -18,8 +18,7 @@ import yaml
 from simcluster import nodestate, procs, rundirs, runtime, shims
 from simcluster.mindie import kube
 from simcluster.mindie import publish as mindie_publish
-from simcluster.runtime import REPO
-from simcluster.spec import HARDWARE, node_containers
+from simcluster.spec import CONTAINER_ALLOWLIST, HARDWARE, node_containers
 from simcluster.sshnode import (
     LOGIN_USER,
     RunningSshNode,
@@ -151,12 +150,11 @@ def _record_starts(state: dict) -> None:
 
 def cluster_allowlist() -> dict:
     """What a topology on the simulated cluster may name (docs/cluster-allowlist.md): MindIE's image, weights and
-    scripts (simcluster/mindie/publish.py), and the container example's image and mounts
-    (examples/reference-allowlist-containers.yaml), so the reference topology deploys as containers too."""
+    scripts (simcluster/mindie/publish.py), and the container image and mounts (spec.CONTAINER_ALLOWLIST), so the
+    reference topology deploys as containers too."""
     allowlist = mindie_publish.cluster_allowlist()
-    containers = yaml.safe_load((REPO / "examples" / "reference-allowlist-containers.yaml").read_text())
-    allowlist["images"] = [*allowlist["images"], *containers["images"]]
-    allowlist["mounts"] = containers["mounts"]
+    allowlist["images"] = [*allowlist["images"], *CONTAINER_ALLOWLIST["images"]]
+    allowlist["mounts"] = [dict(m) for m in CONTAINER_ALLOWLIST["mounts"]]
     return allowlist
 
 

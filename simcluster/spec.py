@@ -67,6 +67,27 @@ ASCEND_HOST_PATHS = ("/usr/local/dcmi", "/usr/local/Ascend/driver", "/usr/local/
 # The sources of the `models` and `model-cache` mounts of examples/reference-allowlist-containers.yaml: the
 # shared weights and cache an NPU node of the reference cluster mounts.
 SHARED_HOST_PATHS = ("/models", "/mnt/sfs_turbo/.cache")
+# What the simulated cluster's inventory lets a container topology name: the image above and the PD guide's bind
+# mounts plus the reference weights. examples/reference-allowlist-containers.yaml is the same list for operators
+# (tests/simcluster/test_container_allowlist.py keeps the two equal); the simulator reads only its own packages.
+CONTAINER_ALLOWLIST = {
+    "images": [{"reference": DEFAULT_IMAGE["ref"]}],
+    "mounts": [
+        {"name": "dcmi", "host_path": "/usr/local/dcmi", "container_path": "/usr/local/dcmi"},
+        {"name": "hccn-tool", "host_path": "/usr/local/Ascend/driver/tools/hccn_tool",
+         "container_path": "/usr/local/Ascend/driver/tools/hccn_tool"},
+        {"name": "npu-smi", "host_path": "/usr/local/bin/npu-smi", "container_path": "/usr/local/bin/npu-smi"},
+        {"name": "driver-lib64", "host_path": "/usr/local/Ascend/driver/lib64",
+         "container_path": "/usr/local/Ascend/driver/lib64"},
+        {"name": "driver-version", "host_path": "/usr/local/Ascend/driver/version.info",
+         "container_path": "/usr/local/Ascend/driver/version.info"},
+        {"name": "ascend-install-info", "host_path": "/etc/ascend_install.info",
+         "container_path": "/etc/ascend_install.info"},
+        {"name": "hccn-conf", "host_path": "/etc/hccn.conf", "container_path": "/etc/hccn.conf"},
+        {"name": "model-cache", "host_path": "/mnt/sfs_turbo/.cache", "container_path": "/root/.cache"},
+        {"name": "models", "host_path": "/models", "container_path": "/models", "read_only": True},
+    ],
+}
 
 
 def node_containers(spec: dict, node: dict) -> dict:
