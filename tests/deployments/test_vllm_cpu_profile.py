@@ -71,8 +71,18 @@ def test_engine_argv(plan, key, address, role):
                                    "--tensor-parallel-size", "1", "--served-model-name", "tiny", "--max-model-len",
                                    "1024", "--max-num-seqs", "8", "--kv-transfer-config", argv[transfer]]
     assert json.loads(argv[transfer]) == {"kv_connector": "NixlConnector", "kv_role": role, "kv_buffer_device": "cpu"}
-    # the example's cache_aware reads the Prefill's KV events (test_kv_events_on_ports_the_engine_picks...)
-    assert argv[transfer + 1:] == (["--kv-events-config", argv[-1]] if role == "kv_producer" else [])
+    # the example's cache_aware reads the Prefill's KV events (test_kv_events_on_ports_the_engine_picks...); the
+    # model runs in the EngineCore (vllm_cpu.EXECUTOR: a separate Worker made each decode step wait up to 5 s)
+    events = ["--kv-events-config", argv[transfer + 2]] if role == "kv_producer" else []
+    assert argv[transfer + 1:] == [*events, "--distributed-executor-backend", "uni"]
+
+
+def test_an_operators_executor_backend_replaces_the_profiles(data):
+    data["instances"][1]["extra_args"] = ["--distributed-executor-backend", "mp"]
+    assert _problems(data) == []
+    argv = list(_proc(build_plan(spec_from_dict(data), reference_inventory()), "d0-dp0").launch.argv)
+    assert argv.count("--distributed-executor-backend") == 1
+    assert argv[argv.index("--distributed-executor-backend") + 1] == "mp"
 
 
 @pytest.mark.parametrize(("key", "address"), [("p0-dp0", "127.0.10.1"), ("d0-dp0", "127.0.10.2")])

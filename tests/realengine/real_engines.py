@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from apps.deployments.topology.profiles.vllm_cpu import EXECUTOR, EXECUTOR_FLAG
 from tests.ports import free_port
 from tests.reliability.stack_procs import stop as stop_session
 from tests.waiting import wait_until
@@ -105,7 +106,7 @@ class Engine:
             return answer.read().decode()
 
     def rss_mb(self) -> float:
-        """The engine's three processes (API server, EngineCore, Worker) together."""
+        """The engine's processes (API server, EngineCore running the model) together."""
         out = subprocess.run(["ps", "-o", "rss=", "--sid", str(self.proc.pid)], capture_output=True, text=True)
         return sum(int(n) for n in out.stdout.split()) / 1024
 
@@ -120,7 +121,8 @@ def start_engine(role: str, address: str, log: Path, *, port: int = 8100, side_c
     kv = {"kv_connector": "NixlConnector", "kv_role": "kv_producer" if role == "prefill" else "kv_consumer",
           "kv_buffer_device": "cpu"}
     argv = [str(VLLM), "serve", str(MODEL_DIR), "--served-model-name", SERVED, "--host", address, "--port", str(port),
-            "--max-model-len", "1024", "--max-num-seqs", "8", "--kv-transfer-config", json.dumps(kv)]
+            "--max-model-len", "1024", "--max-num-seqs", "8", "--kv-transfer-config", json.dumps(kv),
+            EXECUTOR_FLAG, EXECUTOR]
     if kv_events:
         argv += ["--kv-events-config", json.dumps(KV_EVENTS)]
     with log.open("wb") as out:
@@ -157,15 +159,18 @@ def thread_ticks(pid: int) -> dict[int, int]:
     return ticks
 
 
+# The process that runs the model and NIXL: the EngineCore with the profile's "uni" executor (a Worker with "mp").
+MODEL_PROCESSES = (["VLLM::EngineCor"], ["VLLM::Worker"])  # comm is cut at 15 characters
+
+
 def calm_idle_spinners(engine: Engine, window_s: float = 1.0, gap_s: float = 2.0) -> list[int]:
-    """Renice to 19 the threads of an idle engine's Worker that keep a core busy: NIXL's UCX progress thread polls
-    with a 0 ms timeout (nixl's _api.py sets pthrDelay = 0), a core per engine, which would take the other tests'
-    CPU. At nice 19 it still runs whenever a core is free. Only a thread busy in two windows `gap_s` apart counts,
-    and never the Worker's main thread: that one runs the model (and starts NIXL's handshakes), and it spins on
-    vLLM's shared-memory queue for a second after each call, so one window could take it for a spinner. Returns the
+    """Renice to 19 the threads of an idle engine's model process that keep a core busy: NIXL's UCX progress thread
+    polls with a 0 ms timeout (nixl's _api.py sets pthrDelay = 0), a core per engine, which would take the other
+    tests' CPU. At nice 19 it still runs whenever a core is free. Only a thread busy in two windows `gap_s` apart
+    counts, and never the process's main thread: that one runs the model (and starts NIXL's handshakes). Returns the
     reniced thread ids."""
     out = subprocess.run(["ps", "-o", "pid=,comm=", "--sid", str(engine.proc.pid)], capture_output=True, text=True)
-    workers = [int(line.split()[0]) for line in out.stdout.splitlines() if line.split()[1:] == ["VLLM::Worker"]]
+    workers = [int(line.split()[0]) for line in out.stdout.splitlines() if line.split()[1:] in MODEL_PROCESSES]
     busy = window_s * os.sysconf("SC_CLK_TCK") / 5  # a fifth of a core: a spinner on a loaded machine gets more
 
     def busy_threads() -> set[tuple[int, int]]:

@@ -129,9 +129,10 @@ SIM_ENV: frozenset[str] = VLLM_ASCEND_ENV | {
 # The vllm-cpu profile (docs/real-engine.md): the engine-neutral flags of VLLM_ASCEND_FLAGS, without the Ascend ones
 # (--quantization ascend, --additional-config) and those that mean GPU/NPU memory or graphs on a CPU engine.
 VLLM_CPU_FLAGS: Mapping[str, FlagRule] = MappingProxyType({
-    flag: rule for flag, rule in VLLM_ASCEND_FLAGS.items()
-    if flag not in ("--quantization", "--additional-config", "--gpu-memory-utilization", "--swap-space",
-                    "--compilation-config", "--speculative-config")
+    **{flag: rule for flag, rule in VLLM_ASCEND_FLAGS.items()
+       if flag not in ("--quantization", "--additional-config", "--gpu-memory-utilization", "--swap-space",
+                       "--compilation-config", "--speculative-config")},
+    "--distributed-executor-backend": FlagRule("choice", ("uni", "mp")),  # the profile renders uni (vllm_cpu.py)
 })
 
 # vLLM's CPU backend knobs (KV cache GiB, OpenMP thread binding and count) and its timeouts and log level: sizes

@@ -29,6 +29,10 @@ NIXL_CONNECTOR = "NixlConnector"
 # Defaults an operator may override in an instance's env (engine_options.VLLM_CPU_ENV): 1 GiB of KV cache holds
 # ~1M tokens of the tiny model; nobind leaves the OpenMP threads to the kernel, which a shared machine needs.
 CPU_ENGINE_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+# One engine process per instance runs its model in the EngineCore ("uni"), not in a separate Worker fed over vLLM's
+# shared-memory queue: on CPU that queue's reader lost wake-ups and re-checked only every 5 s, which made a
+# NixlConnector Decode take 25-45 s for 8 tokens (docs/real-engine.md, "What the real engine taught us").
+EXECUTOR_FLAG, EXECUTOR = "--distributed-executor-backend", "uni"
 # Never phone home, never fetch from the hub: the model is a directory on the node.
 OFFLINE_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -89,6 +93,8 @@ class VllmCpuProfile(VllmAscendProfile):
     def _engine_argv(self, spec, node, master, inst, slot) -> list[str]:
         argv = super()._engine_argv(spec, node, master, inst, slot)
         argv[0] = self.engine_command
+        if EXECUTOR_FLAG not in argv:  # an operator's own choice in the instance's flags wins
+            argv += [EXECUTOR_FLAG, EXECUTOR]
         return argv
 
     def _kv_transfer_config(self, spec: TopologySpec, inst: InstanceSpec) -> dict:
