@@ -34,9 +34,13 @@ run: system venv services aisbench
 # The suite runs against the machine's real PostgreSQL and Redis.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 
-# Two xdist workers; tests that share simulated addresses run in one group (tests/xdist_groups.py, docs/testing.md).
-TEST_WORKERS ?= 2
+# Three xdist workers on our 2-core machines: much of the suite waits on processes it started, and a third worker
+# fills that wait (docs/testing.md, "Where the time goes"); tests that share simulated addresses run in one group
+# (tests/xdist_groups.py).
+TEST_WORKERS ?= 3
 XDIST = -n $(TEST_WORKERS)
+# The fast lane starts nothing and waits on nothing: two workers, one per core.
+FAST_WORKERS ?= 2
 
 # The suite includes a short real-engine case (tests/realengine/), so it installs the real engine and must run it.
 test: system venv services aisbench real-engine
@@ -44,7 +48,7 @@ test: system venv services aisbench real-engine
 
 # The tests that start no process and no server (tests/procs_guard.py refuses any): for the edit-test loop.
 test-fast: venv services
-	PDCP_TEST_LANE=fast DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m "not procs and not reliability" $(XDIST) $(PYTEST_ARGS)
+	PDCP_TEST_LANE=fast DATABASE_URL=$(TEST_DATABASE_URL) PDCP_DATA_DIR=$(CURDIR)/data/test $(PY) -m pytest -m "not procs and not reliability" -n $(FAST_WORKERS) $(PYTEST_ARGS)
 
 # Every real-engine case, the longer ones too (a deploy through the control plane), with their figures printed.
 real-engine-check: system venv services real-engine

@@ -70,7 +70,23 @@ def test_process_tests_sharing_simulated_addresses_are_scheduled_as_one_unit():
     one = "tests/sshexec/test_ssh_pool.py::test_fan_out_bound_is_respected"
     assert scope_of(one) == scope_of("tests/inventory/test_discovery.py::test_missing_npu_smi_is_a_clear_message")
     assert scope_of(one) != scope_of("tests/deployments/test_jobs_sim.py::test_keep_on_failure_leaves_the_processes")
-    assert scope_of("tests/deployments/test_playground_sim.py::t") == scope_of("tests/e2e/test_pdcp_script.py::t")
+    playground = scope_of("tests/deployments/test_playground_sim.py::t")
+    assert playground == scope_of("tests/e2e/test_playground_in_browser.py::t")  # .90-.94
+    assert playground != scope_of("tests/e2e/test_pdcp_script.py::t")  # .183-.188, and a Redis database of its own
+    assert scope_of("tests/e2e/test_pdcp_script.py::t") == scope_of("tests/e2e/test_deploy_in_browser.py::t")
     # Files that start nothing, and the proxy's (ephemeral ports), go test by test.
     free = ("tests/deployments/test_validation.py::test_x", "tests/pdproxy/test_flow.py::test_x")
     assert [scope_of(nodeid) for nodeid in free] == list(free)
+
+
+def test_each_worker_s_browser_stack_flushes_a_redis_database_of_its_own(monkeypatch):
+    from tests.e2e.conftest import e2e_redis_db
+
+    monkeypatch.delenv("PDCP_E2E_REDIS_DB", raising=False)
+    databases = []
+    for worker in ("gw0", "gw1", "gw2"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        databases.append(e2e_redis_db())
+    assert databases == ["14", "13", "12"]
+    monkeypatch.setenv("PDCP_E2E_REDIS_DB", "9")
+    assert e2e_redis_db() == "9"

@@ -1,8 +1,8 @@
-"""Which tests may run side by side when `make test` spreads the suite over two pytest-xdist workers.
+"""Which tests may run side by side when `make test` spreads the suite over pytest-xdist workers.
 
 A test marked `procs` that brings up simulated nodes binds fixed 127.0.10.x addresses (the ranges of
-docs/contracts.md §2), and the browser tests share one Redis database that their stack flushes. Files that share
-an address range, that Redis database or a live stack form one group: the scheduler below hands a group's files to
+docs/contracts.md §2); a browser test's live stack flushes a Redis database of its worker's own. Files that share
+an address range form one group: the scheduler below hands a group's files to
 one worker as one unit, which runs them one after another, and two groups never share an address. Every other
 test (the files that start no process, the proxy's tests on ephemeral 127.0.0.1 ports, lint) is spread freely.
 
@@ -18,11 +18,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # First match wins: a file listed by name before its directory.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # Redis database 14 flushed by each live stack; the playground's .90-.94 and the health cluster's .50-.53, each
-    # shared by a sim module and a browser module.
-    # The container deploy cluster .70-.74/.84, shared with tests/e2e/test_containers_in_browser.py.
-    ("sim-e2e", ("tests/e2e/", "tests/telemetry/test_prometheus_live.py", "tests/deployments/test_playground_sim.py",
-                 "tests/telemetry/test_health_sim.py", "tests/deployments/test_container_deploy_sim.py")),
+    # Each live stack flushes its worker's own Redis database (tests/e2e/conftest.py e2e_redis_db), so browser files
+    # group only by the addresses they share with a sim module: the container deploy cluster .70-.74/.84, the
+    # playground's .90-.94, the health cluster's .50-.53; every other browser file on the e2e clusters .181-.188.
+    ("sim-containers", ("tests/deployments/test_container_deploy_sim.py", "tests/e2e/test_containers_in_browser.py")),
+    ("sim-playground", ("tests/deployments/test_playground_sim.py", "tests/e2e/test_playground_in_browser.py")),
+    ("sim-health", ("tests/telemetry/test_health_sim.py", "tests/e2e/test_health_in_browser.py")),
+    ("sim-e2e", ("tests/e2e/", "tests/telemetry/test_prometheus_live.py")),
     # The deployment range .200-.239 (also the telemetry health and reliability modules that start it), .10-.64,
     # .75-.81 (MindIE deploy), .240-.249 (telemetry pool, its mooncake_master).
     ("sim-deploy", ("tests/deployments/", "tests/telemetry/", "tests/reliability/", "tests/cli/")),

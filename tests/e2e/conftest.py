@@ -20,7 +20,19 @@ import yaml
 from tests.ports import free_port  # noqa: F401  (re-exported)
 
 ROOT = Path(__file__).resolve().parents[2]
-E2E_REDIS_DB = os.environ.get("PDCP_E2E_REDIS_DB", "14")  # one e2e run per database at a time
+
+
+def e2e_redis_db() -> str:
+    """The Redis database a live stack flushes and uses: one per xdist worker (gw0 14, gw1 13, ...), so browser
+    tests on two workers never flush each other's; PDCP_E2E_REDIS_DB picks another for a run beside a suite."""
+    chosen = os.environ.get("PDCP_E2E_REDIS_DB")
+    if chosen:
+        return chosen
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return str(14 - int(worker[2:] or 0))
+
+
+E2E_REDIS_DB = e2e_redis_db()
 E2E_REDIS = f"redis://127.0.0.1:6379/{E2E_REDIS_DB}"
 SIM_FIRST = 183  # the reference cluster of these tests: node0 .183 ... bench .188
 SPEC = {
