@@ -37,6 +37,7 @@ from .services import (
     revision_create,
 )
 from .spec_form import form_context, spec_form_save, state_from_post, state_from_spec
+from .runtimes import plan_start_lines
 from .topology import plan_to_text
 from .topology.plan_view import plan_view
 
@@ -197,7 +198,8 @@ def deployment_plan_page(request, pk):
         try:
             _spec, plan = deployment_plan(deployment, revision)
             hbm = [{**fit.as_dict(), "colour": HbmVerdict.colour_of(fit.status)} for fit in plan.hbm]
-            context.update(stages=[] if plan.mindie else plan_view(plan), text=plan_to_text(plan),
+            lines = plan_start_lines(plan, deployment=deployment.name, revision=revision.number)
+            context.update(stages=[] if plan.mindie else plan_view(plan, lines), text=plan_to_text(plan, lines),
                            profile=plan.profile, warnings=plan.warnings, hbm=hbm,
                            mindie=plan.mindie, pods=plan.processes if plan.mindie else ())
         except RevisionInvalid as exc:

@@ -39,6 +39,7 @@ from ..services import (
     revision_activate,
     revision_create,
 )
+from ..runtimes import plan_start_lines
 from ..topology import plan_to_text
 from ..topology.plan_view import plan_view
 from .serializers import (
@@ -192,9 +193,10 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         except RevisionInvalid as exc:
             return problems_response(exc, (revision or deployment.active_revision or Revision(spec={})).spec)
         number = (revision or deployment.active_revision).number
-        processes = [{"stage": stage.name, **p.as_dict()} for stage in plan_view(plan) for p in stage.processes]
-        return Response({"revision": number, "profile": plan.profile, "text": plan_to_text(plan),
-                         "stages": plan_by_node(plan), "warnings": list(plan.warnings), "processes": processes})
+        lines = plan_start_lines(plan, deployment=deployment.name, revision=number)
+        processes = [{"stage": stage.name, **p.as_dict()} for stage in plan_view(plan, lines) for p in stage.processes]
+        return Response({"revision": number, "profile": plan.profile, "text": plan_to_text(plan, lines),
+                         "stages": plan_by_node(plan, lines), "warnings": list(plan.warnings), "processes": processes})
 
     @extend_schema(parameters=[OpenApiParameter("old", int, description="revision number (default: the active one)"),
                                OpenApiParameter("new", int, description="revision number (default: the newest)")],
