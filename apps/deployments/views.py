@@ -21,6 +21,7 @@ from .logs import LogUnavailable, process_log_tail
 from .models import Deployment, Process, Revision
 from .revision_checks import RevisionInvalid, name_problem
 from .revision_plan import deployment_plan, revision_diff
+from .runtimes import plan_start_lines
 from .selectors import deployments_with_summary, processes_of, revisions_of
 from .services import (
     BadJobParams,
@@ -37,7 +38,6 @@ from .services import (
     revision_create,
 )
 from .spec_form import form_context, spec_form_save, state_from_post, state_from_spec
-from .runtimes import plan_start_lines
 from .topology import plan_to_text
 from .topology.plan_view import plan_view
 

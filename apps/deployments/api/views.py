@@ -23,6 +23,7 @@ from ..logs import LogUnavailable, process_log_tail
 from ..models import Process, Revision
 from ..revision_checks import RevisionInvalid, name_problem
 from ..revision_plan import deployment_plan, plan_by_node, revision_diff
+from ..runtimes import plan_start_lines
 from ..selectors import deployments_with_summary
 from ..services import (
     BadJobParams,
@@ -39,7 +40,6 @@ from ..services import (
     revision_activate,
     revision_create,
 )
-from ..runtimes import plan_start_lines
 from ..topology import plan_to_text
 from ..topology.plan_view import plan_view
 from .serializers import (
