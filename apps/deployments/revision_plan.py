@@ -7,6 +7,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 
 from .claims import HOLDING_STATES
 from .inventory_lookup import cluster_allowlist, cluster_facts, cluster_nodes
@@ -106,8 +107,9 @@ def fingerprint(p: PlannedProcess) -> str:
     return hashlib.sha256(start_line(p).encode()).hexdigest()
 
 
-def plan_by_node(plan: Plan) -> list[dict]:
-    """For the plan page: stages, and in each the nodes with their processes and exact start lines."""
+def plan_by_node(plan: Plan, start_lines: Mapping[str, str] | None = None) -> list[dict]:
+    """For the plan page: stages, and in each the nodes with their processes and exact start lines (a runtime's own,
+    such as a container's `docker run`, from `start_lines`)."""
     out = []
     for n, stage in enumerate(plan.stages, 1):
         nodes: dict[str, dict] = {}
@@ -116,7 +118,8 @@ def plan_by_node(plan: Plan) -> list[dict]:
             entry["processes"].append({"key": p.key, "role": p.role, "instance": p.instance, "ports": list(p.ports),
                                        "kv_port_window": list(p.kv_port_window) if p.kv_port_window else None,
                                        "health_url": p.health_url, "log_file": str(p.launch.log_file),
-                                       "pid_file": str(p.launch.pid_file), "command": start_line(p)})
+                                       "pid_file": str(p.launch.pid_file),
+                                       "command": (start_lines or {}).get(p.key) or start_line(p)})
         out.append({"number": n, "name": stage.name, "nodes": list(nodes.values())})
     return out
 

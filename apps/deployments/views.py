@@ -21,6 +21,7 @@ from .logs import LogUnavailable, process_log_tail
 from .models import Deployment, Process, Revision
 from .revision_checks import RevisionInvalid, name_problem
 from .revision_plan import deployment_plan, revision_diff
+from .runtimes import plan_start_lines
 from .selectors import deployments_with_summary, processes_of, revisions_of
 from .services import (
     BadJobParams,
@@ -197,7 +198,8 @@ def deployment_plan_page(request, pk):
         try:
             _spec, plan = deployment_plan(deployment, revision)
             hbm = [{**fit.as_dict(), "colour": HbmVerdict.colour_of(fit.status)} for fit in plan.hbm]
-            context.update(stages=[] if plan.mindie else plan_view(plan), text=plan_to_text(plan),
+            lines = plan_start_lines(plan, deployment=deployment.name, revision=revision.number)
+            context.update(stages=[] if plan.mindie else plan_view(plan, lines), text=plan_to_text(plan, lines),
                            profile=plan.profile, warnings=plan.warnings, hbm=hbm,
                            mindie=plan.mindie, pods=plan.processes if plan.mindie else ())
         except RevisionInvalid as exc:

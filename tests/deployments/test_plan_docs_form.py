@@ -90,3 +90,49 @@ def test_schema_documents_the_plan_processes(api_client_for):
     plan = schema["components"]["schemas"]["PlanWithProcesses"]["properties"]
     assert plan["processes"]["items"]["$ref"].endswith("/PlanDocsProcess")
     assert {"revision", "profile", "text", "stages", "warnings"} <= set(plan)
+
+
+# --- runtime: container: the engines' line is their `docker run`, the pool and the proxy keep the host line ---------
+@pytest.fixture
+def container_deployment(ref_cluster, make_user):
+    from apps.deployments.services import deployment_create
+    from tests.deployments.container_fixtures import EXAMPLES, allowlist_data
+
+    ref_cluster.allowlist = allowlist_data()
+    ref_cluster.save()
+    return deployment_create(name="ref-containers", cluster=ref_cluster, user=make_user("operator", "c-owner"),
+                             yaml_text=(EXAMPLES / "reference-topology-containers.yaml").read_text())
+
+
+def _container_lines(deployment) -> dict[str, str]:
+    from apps.deployments.runtimes import container_command as cc
+
+    plan = deployment_plan(deployment)[1]
+    revision = deployment.active_revision.number
+    return {p.key: cc.start_command(plan.container, p, deployment=deployment.name, revision=revision)
+            for p in plan.processes if plan.container.runs(p.key)}
+
+
+def test_a_container_plan_page_shows_each_engines_docker_run(browser_for, container_deployment):
+    page = browser_for("viewer").get(f"/deployments/{container_deployment.pk}/plan/").content.decode()
+    folded = dict(re.findall(r'<div class="plan-process" data-key="([^"]+)">.*?<details class="plan-wrapper">.*?'
+                             r'<pre class="command">(.*?)</pre></details>', page, re.S))
+    engines = _container_lines(container_deployment)
+    assert engines and set(engines) < set(folded)
+    for key, line in engines.items():
+        assert html.unescape(folded[key]) == line
+        assert f"--name pdcp-ref-containers-{key}" in line and "setsid" not in line
+    for key in set(folded) - set(engines):  # kv-pool and proxy stay host processes
+        assert "setsid nohup" in html.unescape(folded[key]) and "docker" not in folded[key]
+    assert page.count("the container's run (image, devices, mounts, env)") == len(engines)
+
+
+def test_a_container_plan_through_the_api_says_which_processes_are_containers(api_client_for, container_deployment):
+    body = api_client_for("viewer").get(f"/api/deployments/{container_deployment.pk}/plan/").json()
+    engines = _container_lines(container_deployment)
+    by_key = {p["key"]: p for p in body["processes"]}
+    assert {k for k, p in by_key.items() if p["in_container"]} == set(engines)
+    assert all(by_key[k]["start_line"] == line and line in body["text"] for k, line in engines.items())
+    commands = {p["key"]: p["command"] for s in body["stages"] for n in s["nodes"] for p in n["processes"]}
+    assert all(commands[k] == line for k, line in engines.items())
+    assert f"# {next(iter(engines))} exactly as a deploy starts it as a container:" in body["text"]

@@ -1,7 +1,11 @@
-"""The reference topology as containers in a real browser: an operator deploys it on the simulated cluster
-(127.0.10.70-.74, .84, shared with tests/deployments/test_container_deploy_sim.py, one xdist group), sees every
-instance running in the picture, stops it, and no container is left on any node."""
+"""The reference topology as containers, on the simulated cluster (127.0.10.70-.74, .84, shared with
+tests/deployments/test_container_deploy_sim.py, one xdist group): in a real browser an operator deploys it, sees every
+instance running in the picture and stops it; from a shell, examples/pdcp-demo.sh does the same with `pdcp` alone.
+Either way no container is left on any node."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,8 @@ from tests.deployments.containersim import (
 )
 from tests.deployments.simdeploy import start_spec, stop_cluster
 from tests.e2e.test_deploy_in_browser import wait_for_job
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.procs, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -70,5 +76,44 @@ def test_operator_deploys_the_container_reference_sees_it_running_and_stops_it(l
     page.click("button:text('Stop')")
     status, explanation = wait_for_job(page, timeout_ms=180000)
     assert status == "successful", explanation
+    left = {node: list(deployment_containers(sim, "refc", node)) for node in ENGINE_NODES}
+    assert left == {node: [] for node in ENGINE_NODES}, left
+
+
+def test_the_demo_script_deploys_and_stops_the_container_reference(live_stack, sim, run_dir, tmp_path):
+    """`pdcp` only: the inventory's allowlist (images, mounts) comes in with `pdcp import`, the plan shows each
+    engine's `docker run`, the deploy starts four containers per engine node, and the stop removes them."""
+    from django.contrib.auth import get_user_model
+
+    from apps.accounts.roles import Role, set_role
+    from apps.jobs.models import Job
+
+    get_user_model().objects.create_user("admin", password="e2e-admin-password-123")
+    set_role(get_user_model().objects.get(username="admin"), Role.ADMIN)
+    spec = tmp_path / "reference-containers.yaml"
+    spec.write_text(containers_topology(run_dir))
+    bin_dir = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PDCP_")}
+    env.update(PATH=f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}", PDCP_URL=live_stack,
+               PDCP_USER="admin", PDCP_PASSWORD="e2e-admin-password-123",
+               PDCP_CONFIG=str(tmp_path / "pdcp" / "config.toml"))
+    result = subprocess.run(["bash", str(ROOT / "examples" / "pdcp-demo.sh"), sim["inventory"], str(spec), "refc"],
+                            env=env, cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                            timeout=300)
+    (tmp_path / "demo.log").write_text(result.stdout + "\n--- stderr\n" + result.stderr)
+    assert result.returncode == 0, result.stdout[-5000:] + "\n--- stderr\n" + result.stderr[-3000:]
+    out = result.stdout
+    assert "imported: 1 credentials, 1 clusters, 6 nodes created" in out
+    plan = subprocess.run(["pdcp", "plan", "refc"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+    assert plan.returncode == 0, plan.stderr
+    for key in ("p0-dp0", "p1-dp0", *(f"d{d}-dp{r}" for d in (0, 1) for r in range(4))):
+        assert f"# {key} exactly as a deploy starts it as a container:" in plan.stdout
+        assert f"docker run -d --name pdcp-refc-{key} " in plan.stdout
+    deploy, stop = Job.objects.get(kind="deploy"), Job.objects.get(kind="stop")
+    assert (deploy.status, stop.status) == ("successful", "successful"), (deploy.explanation, stop.explanation)
+    assert "containers: docker" in deploy.explanation or "containers: docker" in "\n".join(
+        deploy.events.values_list("text", flat=True)), deploy.explanation
+    assert "done: refc was deployed and stopped" in out and "Traceback" not in result.stderr
     left = {node: list(deployment_containers(sim, "refc", node)) for node in ENGINE_NODES}
     assert left == {node: [] for node in ENGINE_NODES}, left

@@ -192,7 +192,9 @@ class PlanDocsProcessSerializer(serializers.Serializer):
                                     help_text="the program, then one flag with its values per entry; every entry "
                                               "but the last ends in ' \\'; JSON arguments pretty-printed")
     text = serializers.CharField(help_text="files, exports and command as one sh block")
-    start_line = serializers.CharField(help_text="exactly what a deploy runs on the node (pid file, log, setsid)")
+    start_line = serializers.CharField(help_text="exactly what a deploy runs on the node: the host start line (pid "
+                                                 "file, log, setsid) or, for a container, its `docker run` line")
+    in_container = serializers.BooleanField(help_text="started as a container (runtime: container)")
 
 
 class PlanWithProcessesSerializer(PlanSerializer):

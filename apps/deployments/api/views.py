@@ -23,6 +23,7 @@ from ..logs import LogUnavailable, process_log_tail
 from ..models import Process, Revision
 from ..revision_checks import RevisionInvalid, name_problem
 from ..revision_plan import deployment_plan, plan_by_node, revision_diff
+from ..runtimes import plan_start_lines
 from ..selectors import deployments_with_summary
 from ..services import (
     BadJobParams,
@@ -192,9 +193,10 @@ class DeploymentViewSet(viewsets.ModelViewSet):
         except RevisionInvalid as exc:
             return problems_response(exc, (revision or deployment.active_revision or Revision(spec={})).spec)
         number = (revision or deployment.active_revision).number
-        processes = [{"stage": stage.name, **p.as_dict()} for stage in plan_view(plan) for p in stage.processes]
-        return Response({"revision": number, "profile": plan.profile, "text": plan_to_text(plan),
-                         "stages": plan_by_node(plan), "warnings": list(plan.warnings), "processes": processes})
+        lines = plan_start_lines(plan, deployment=deployment.name, revision=number)
+        processes = [{"stage": stage.name, **p.as_dict()} for stage in plan_view(plan, lines) for p in stage.processes]
+        return Response({"revision": number, "profile": plan.profile, "text": plan_to_text(plan, lines),
+                         "stages": plan_by_node(plan, lines), "warnings": list(plan.warnings), "processes": processes})
 
     @extend_schema(parameters=[OpenApiParameter("old", int, description="revision number (default: the active one)"),
                                OpenApiParameter("new", int, description="revision number (default: the newest)")],

@@ -74,6 +74,16 @@ def start_command(c: ContainerPlan, p: PlannedProcess, *, deployment: str, revis
     return f"{engine} rm {name} >/dev/null 2>&1; {run} && {engine} inspect --format '{{{{.State.Pid}}}}' {name}"
 
 
+def plan_start_lines(plan, *, deployment: str, revision: int | None) -> dict[str, str]:
+    """For the plan page and API: each container's exact `docker run` line by process key (the host processes of a
+    container plan, and every process of another plan, keep the host start line topology/plan_view.py gives)."""
+    c = plan.container
+    if c is None:
+        return {}
+    return {p.key: start_command(c, p, deployment=deployment, revision=revision) for p in plan.processes
+            if c.runs(p.key)}
+
+
 @dataclass(frozen=True)
 class Started:
     container_id: str

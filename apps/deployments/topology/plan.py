@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -86,7 +87,7 @@ class Plan:
         return tuple(p for s in self.stages for p in s.processes)
 
 
-def plan_to_text(plan: Plan) -> str:
+def plan_to_text(plan: Plan, start_lines: Mapping[str, str] | None = None) -> str:
     """What the operator reads before anything runs: per stage, per node, each process as the docs write it (files,
     exports, the program with one flag per line: plan_view) and then the exact line a deploy sends, with the wrapper
     (run-dir checks, pid file, log, setsid) the docs leave out."""
@@ -96,7 +97,7 @@ def plan_to_text(plan: Plan) -> str:
     if plan.hbm:
         lines.append("# HBM per die (docs/hbm-fit.md):")
         lines += [f"#   {fit.as_dict()['text']}" for fit in plan.hbm]
-    for stage in plan_view(plan):
+    for stage in plan_view(plan, start_lines):
         lines.append(f"\n## stage {stage.number}: {stage.name}")
         for node in stage.nodes:
             lines.append(f"### {node.node} ({node.address})")
@@ -104,7 +105,8 @@ def plan_to_text(plan: Plan) -> str:
                 window = f" kv {p.kv_port_window[0]}-{p.kv_port_window[1]}" if p.kv_port_window else ""
                 lines.append(f"# {p.key}: ports {', '.join(map(str, p.ports))}{window}; health {p.health_url}")
                 lines.append(p.text)
-                lines.append(f"# {p.key} exactly as a deploy starts it (run-dir checks, pid file, log, setsid):")
+                how = "as a container" if p.in_container else "(run-dir checks, pid file, log, setsid)"
+                lines.append(f"# {p.key} exactly as a deploy starts it {how}:")
                 lines.append(p.start_line)
     return "\n".join(lines) + "\n"
 

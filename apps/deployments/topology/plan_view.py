@@ -56,7 +56,8 @@ class ProcessView:
     files: tuple[FileView, ...]
     exports: tuple[str, ...]  # "export NAME=value", in the plan's order
     command: tuple[str, ...]  # the program, then one flag (with its values) per entry; all but the last end in " \"
-    start_line: str  # exactly what a deploy runs on the node (sshexec.detached_start_command)
+    start_line: str  # exactly what a deploy runs on the node (sshexec.detached_start_command, or a `docker run`)
+    in_container: bool = False  # started as a container (runtime: container), not as a host process
 
     @property
     def text(self) -> str:
@@ -72,7 +73,7 @@ class ProcessView:
                 "health_url": self.health_url, "workdir": self.workdir, "log_file": self.log_file,
                 "pid_file": self.pid_file, "files": [f.as_dict() for f in self.files],
                 "exports": list(self.exports), "command": list(self.command), "text": self.text,
-                "start_line": self.start_line}
+                "start_line": self.start_line, "in_container": self.in_container}
 
 
 @dataclass(frozen=True)
@@ -93,26 +94,29 @@ class StageView:
         return tuple(p for n in self.nodes for p in n.processes)
 
 
-def plan_view(plan: Plan) -> tuple[StageView, ...]:
-    """Stages in order; in each, the nodes in the order their first process appears, each with its processes."""
+def plan_view(plan: Plan, start_lines: Mapping[str, str] | None = None) -> tuple[StageView, ...]:
+    """Stages in order; in each, the nodes in the order their first process appears, each with its processes.
+    `start_lines` replaces the host start line of the processes a runtime starts otherwise (a container's
+    `docker run`, runtimes/container_command.plan_start_lines)."""
     stages = []
     for number, stage in enumerate(plan.stages, 1):
         nodes = []
         for node in dict.fromkeys(p.node for p in stage.processes):
-            procs = tuple(process_view(p) for p in stage.processes if p.node == node)
+            procs = tuple(process_view(p, (start_lines or {}).get(p.key)) for p in stage.processes if p.node == node)
             nodes.append(NodeView(node, procs[0].address, procs))
         stages.append(StageView(number, stage.name, tuple(nodes)))
     return tuple(stages)
 
 
-def process_view(p: PlannedProcess) -> ProcessView:
+def process_view(p: PlannedProcess, start_line: str | None = None) -> ProcessView:
     launch = p.launch
     return ProcessView(
         key=p.key, role=p.role, instance=p.instance, node=p.node, address=p.address, ports=tuple(p.ports),
         kv_port_window=tuple(p.kv_port_window) if p.kv_port_window else None, health_url=p.health_url,
         workdir=str(launch.workdir), log_file=str(launch.log_path), pid_file=str(launch.pid_path),
         files=tuple(file_view(f) for f in _unique_files(launch.files)), exports=tuple(export_lines(launch.env)),
-        command=tuple(command_lines(launch.argv)), start_line=detached_start_command(launch))
+        command=tuple(command_lines(launch.argv)), start_line=start_line or detached_start_command(launch),
+        in_container=start_line is not None)
 
 
 def _unique_files(files: Sequence[LaunchFile]) -> list[LaunchFile]:
