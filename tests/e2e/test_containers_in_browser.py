@@ -3,9 +3,7 @@ tests/deployments/test_container_deploy_sim.py, one xdist group): in a real brow
 instance running in the picture and stops it; from a shell, examples/pdcp-demo.sh does the same with `pdcp` alone.
 Either way no container is left on any node."""
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +15,8 @@ from tests.deployments.containersim import (
     deployment_containers,
 )
 from tests.deployments.simdeploy import start_spec, stop_cluster
+from tests.e2e.pdcp_demo import make_admin, pdcp_env, run_demo
 from tests.e2e.test_deploy_in_browser import wait_for_job
-
-ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.procs, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -83,26 +80,14 @@ def test_operator_deploys_the_container_reference_sees_it_running_and_stops_it(l
 def test_the_demo_script_deploys_and_stops_the_container_reference(live_stack, sim, run_dir, tmp_path):
     """`pdcp` only: the inventory's allowlist (images, mounts) comes in with `pdcp import`, the plan shows each
     engine's `docker run`, the deploy starts four containers per engine node, and the stop removes them."""
-    from django.contrib.auth import get_user_model
-
-    from apps.accounts.roles import Role, set_role
     from apps.deployments.models import Process
     from apps.jobs.models import Job
 
-    get_user_model().objects.create_user("admin", password="e2e-admin-password-123")
-    set_role(get_user_model().objects.get(username="admin"), Role.ADMIN)
+    make_admin()
     spec = tmp_path / "reference-containers.yaml"
     spec.write_text(containers_topology(run_dir))
-    bin_dir = Path(sys.executable).parent
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PDCP_")}
-    env.update(PATH=f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}", PDCP_URL=live_stack,
-               PDCP_USER="admin", PDCP_PASSWORD="e2e-admin-password-123",
-               PDCP_CONFIG=str(tmp_path / "pdcp" / "config.toml"))
-    result = subprocess.run(["bash", str(ROOT / "examples" / "pdcp-demo.sh"), sim["inventory"], str(spec), "refc"],
-                            env=env, cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                            timeout=300)
-    (tmp_path / "demo.log").write_text(result.stdout + "\n--- stderr\n" + result.stderr)
-    assert result.returncode == 0, result.stdout[-5000:] + "\n--- stderr\n" + result.stderr[-3000:]
+    env = pdcp_env(live_stack, tmp_path)
+    result = run_demo(env, sim["inventory"], spec, "refc", tmp_path, timeout=300)
     out = result.stdout
     assert "imported: 1 credentials, 1 clusters, 6 nodes created" in out
     plan = subprocess.run(["pdcp", "plan", "refc"], env=env, cwd=tmp_path, capture_output=True, text=True,

@@ -5,9 +5,11 @@ it; runtime_for finds it."""
 from __future__ import annotations
 
 from ..topology import Plan, TopologySpec, get_profile
-from . import container_command
 from .base import Runtime
 from .container import ContainerRuntime
+from .container_command import (
+    plan_start_lines,  # the lines a plan's processes start with that are not the host's
+)
 from .host import HostRuntime
 from .mindie_k8s import MindieK8sRuntime
 
@@ -25,12 +27,6 @@ def runtime_for(plan: Plan | None, spec: TopologySpec | None = None) -> Runtime:
     if plan is None:
         return RUNTIMES["host"]
     return RUNTIMES[get_profile(plan.profile).runtime]
-
-
-def plan_start_lines(plan: Plan, *, deployment: str, revision: int) -> dict[str, str]:
-    """The start lines a deploy of this revision sends that are not the host runtime's (containers' `docker run`),
-    by process key, for the plan page, the API and the plan text."""
-    return container_command.plan_start_lines(plan, deployment=deployment, revision=revision)
 
 
 __all__ = ["RUNTIMES", "ContainerRuntime", "HostRuntime", "MindieK8sRuntime", "Runtime", "plan_start_lines",
