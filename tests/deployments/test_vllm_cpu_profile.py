@@ -69,10 +69,12 @@ def test_engine_argv(plan, key, address, role):
     transfer = argv.index("--kv-transfer-config") + 1
     assert argv[:transfer + 1] == [ENGINE, "serve", MODEL, "--host", address, "--port", "8100",
                                    "--tensor-parallel-size", "1", "--served-model-name", "tiny", "--max-model-len",
-                                   "1024", "--max-num-seqs", "8", "--kv-transfer-config", argv[transfer]]
+                                   "1024", "--max-num-seqs", "8", "--optimization-level", "0",  # the example's
+                                   "--kv-transfer-config", argv[transfer]]
     assert json.loads(argv[transfer]) == {"kv_connector": "NixlConnector", "kv_role": role, "kv_buffer_device": "cpu"}
     # the example's cache_aware reads the Prefill's KV events (test_kv_events_on_ports_the_engine_picks...); the
-    # model runs in the EngineCore (vllm_cpu.EXECUTOR: a separate Worker made each decode step wait up to 5 s)
+    # model runs in the EngineCore (vllm_cpu.EXECUTOR, with VLLM_ENABLE_V1_MULTIPROCESSING=0 in the env: a separate
+    # Worker made a decode step wait up to 5 s)
     events = ["--kv-events-config", argv[transfer + 2]] if role == "kv_producer" else []
     assert argv[transfer + 1:] == [*events, "--distributed-executor-backend", "uni"]
 
@@ -92,7 +94,7 @@ def test_engine_env_keeps_every_listener_on_the_nodes_address_or_lo(plan, key, a
         "VLLM_HOST_IP": address, "VLLM_LOOPBACK_IP": address, "VLLM_NIXL_SIDE_CHANNEL_HOST": address,
         "VLLM_NIXL_SIDE_CHANNEL_PORT": "5600", "GLOO_SOCKET_IFNAME": "lo", "UCX_NET_DEVICES": "lo",
         "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-        "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+        "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     assert not any(k.startswith(("ASCEND", "HCCL", "PYTORCH_NPU")) for k in env)
     p = _proc(plan, key)
     assert p.health_url == f"http://{address}:8100/health"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from apps.deployments.topology.profiles.vllm_cpu import EXECUTOR, EXECUTOR_FLAG
+from apps.deployments.topology.profiles.vllm_cpu import CPU_ENGINE_DEFAULTS, EXECUTOR, EXECUTOR_FLAG
 from tests.ports import free_port
 from tests.reliability.stack_procs import stop as stop_session
 from tests.waiting import wait_until
@@ -32,7 +32,10 @@ SERVED = "tiny"
 PROMPT = "Explain why the prefill node hands the key value cache to the decode node, in one short sentence."
 # ~400 tokens of the tiny model: 3 full blocks of vLLM CPU's 128, well inside --max-model-len 1024
 DOCUMENT = " ".join(f"block{i % 37} of the shared document about prefill and decode" for i in range(24))
-STARTUP_TIMEOUT_S = 420  # ~45 s alone on 2 cores, up to ~120 s beside another engine and a loaded machine
+# No torch.compile: /health in ~23 s on 2 cores instead of ~51 s with a cold compile cache (~31 s warm), and the
+# same greedy tokens; the example topology asks for it too (docs/real-engine.md, "Start-up")
+NO_COMPILE = ("--optimization-level", "0")
+STARTUP_TIMEOUT_S = 420  # ~23 s alone on 2 cores, up to ~120 s beside another engine and a loaded machine
 
 
 def sample(page: str, name: str, **labels) -> float:
@@ -67,7 +70,7 @@ def engine_env(address: str, side_channel_port: int) -> dict[str, str]:
         "VLLM_NIXL_SIDE_CHANNEL_HOST": address, "VLLM_NIXL_SIDE_CHANNEL_PORT": str(side_channel_port),
         "GLOO_SOCKET_IFNAME": "lo", "UCX_NET_DEVICES": "lo",
         "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-        "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+        **CPU_ENGINE_DEFAULTS,
     })
     return env
 
@@ -122,7 +125,7 @@ def start_engine(role: str, address: str, log: Path, *, port: int = 8100, side_c
           "kv_buffer_device": "cpu"}
     argv = [str(VLLM), "serve", str(MODEL_DIR), "--served-model-name", SERVED, "--host", address, "--port", str(port),
             "--max-model-len", "1024", "--max-num-seqs", "8", "--kv-transfer-config", json.dumps(kv),
-            EXECUTOR_FLAG, EXECUTOR]
+            EXECUTOR_FLAG, EXECUTOR, *NO_COMPILE]
     if kv_events:
         argv += ["--kv-events-config", json.dumps(KV_EVENTS)]
     with log.open("wb") as out:

@@ -6,6 +6,7 @@ The model is tiny and random: the answers are gibberish, the protocols are vLLM'
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -125,6 +126,15 @@ def test_the_engines_start_within_the_budget(real_pd):
         print(f"{engine.role}: ready after {engine.ready_after:.0f} s, {engine.rss_mb():.0f} MB resident, "
               f"{len(engine.spinners)} idle spinning thread(s) reniced")
         assert engine.rss_mb() < 6000
+
+
+def test_each_engine_runs_its_model_in_the_enginecore_without_a_worker(real_pd):
+    """The profile's "uni" executor stands (VLLM_ENABLE_V1_MULTIPROCESSING=0): vLLM's CPU platform would otherwise
+    feed a separate Worker over its shared-memory queue, whose lost wake-ups made a Decode take up to 32 s."""
+    for engine in real_pd[:2]:
+        out = subprocess.run(["ps", "-o", "comm=", "--sid", str(engine.proc.pid)], capture_output=True, text=True)
+        names = out.stdout.split()
+        assert "VLLM::EngineCor" in names and "VLLM::Worker" not in names, (engine.role, names)
 
 
 def test_cache_aware_subscribes_to_the_real_prefills_kv_events(real_pd):

@@ -133,12 +133,14 @@ VLLM_CPU_FLAGS: Mapping[str, FlagRule] = MappingProxyType({
        if flag not in ("--quantization", "--additional-config", "--gpu-memory-utilization", "--swap-space",
                        "--compilation-config", "--speculative-config")},
     "--distributed-executor-backend": FlagRule("choice", ("uni", "mp")),  # the profile renders uni (vllm_cpu.py)
+    "--optimization-level": FlagRule("choice", ("0", "1", "2", "3")),  # 0: no torch.compile, a faster cold start
 })
 
 # vLLM's CPU backend knobs (KV cache GiB, OpenMP thread binding and count) and its timeouts and log level: sizes
 # and words, nothing that names a program or a path.
 VLLM_CPU_ENV: frozenset[str] = frozenset({
     "VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU", "OMP_NUM_THREADS",
+    "VLLM_ENABLE_V1_MULTIPROCESSING",
     "OMP_PROC_BIND", "VLLM_LOGGING_LEVEL", "VLLM_RPC_TIMEOUT", "VLLM_ENGINE_ITERATION_TIMEOUT_S",
     "VLLM_ENGINE_READY_TIMEOUT_S", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS",
 })

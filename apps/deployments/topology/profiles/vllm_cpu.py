@@ -27,11 +27,15 @@ INSTALL_HINT = "install the real engine with `make real-engine` (docs/real-engin
 NIXL_CONNECTOR = "NixlConnector"
 
 # Defaults an operator may override in an instance's env (engine_options.VLLM_CPU_ENV): 1 GiB of KV cache holds
-# ~1M tokens of the tiny model; nobind leaves the OpenMP threads to the kernel, which a shared machine needs.
-CPU_ENGINE_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+# ~1M tokens of the tiny model; nobind leaves the OpenMP threads to the kernel, which a shared machine needs;
+# VLLM_ENABLE_V1_MULTIPROCESSING=0 lets the "uni" executor below stand (vLLM's CPU platform turns "uni" into "mp"
+# otherwise: vllm/platforms/cpu.py, check_and_update_config).
+CPU_ENGINE_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+                       "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 # One engine process per instance runs its model in the EngineCore ("uni"), not in a separate Worker fed over vLLM's
 # shared-memory queue: on CPU that queue's reader lost wake-ups and re-checked only every 5 s, which made a
-# NixlConnector Decode take 25-45 s for 8 tokens (docs/real-engine.md, "What the real engine taught us").
+# NixlConnector Decode take up to 32 s for 8 tokens; in the EngineCore, 0.2-1.8 s (docs/real-engine.md, "What the
+# real engine taught us"). The API server stays a process of its own.
 EXECUTOR_FLAG, EXECUTOR = "--distributed-executor-backend", "uni"
 # Never phone home, never fetch from the hub: the model is a directory on the node.
 OFFLINE_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -60,7 +64,7 @@ class VllmCpuProfile(VllmAscendProfile):
     owned_flags = CPU_OWNED_FLAGS
     owned_env = CPU_OWNED_ENV
     uses_npus = False
-    # Measured: 45-120 s from the start to the first answer on /health on a loaded 2-core machine.
+    # Measured: 25-120 s from the start to the first answer on /health on a loaded 2-core machine.
     min_health_timeout = 600
     install_hints = MappingProxyType({ENGINE: INSTALL_HINT})
 
