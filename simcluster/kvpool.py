@@ -49,6 +49,7 @@ import time
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+JOIN_ATTEMPTS = 5  # live agents tried in turn before giving up
 
 
 def die_with_parent() -> None:
@@ -275,6 +276,19 @@ def _live_agent(directory: Path) -> int | None:
     return None
 
 
+async def _entered_namespace(proc: asyncio.subprocess.Process, timeout: float = 10) -> bool:
+    """True once `proc` runs in another network namespace than ours; False when it exited before (nsenter failed)."""
+    own, deadline = _netns("self"), time.monotonic() + timeout
+    while _netns(proc.pid) in (own, None):
+        if proc.returncode is not None:  # set by asyncio's child watcher while we sleep below
+            return False
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise PoolAgentError("the pool agent never entered its network namespace")
+        await asyncio.sleep(0.005)
+    return True
+
+
 def _clean_stale_sockets(directory: Path) -> None:
     for sock in directory.glob("*.sock"):
         pid = sock.name.split(".", 1)[0]
@@ -329,27 +343,31 @@ class PoolAgent:
 
     @staticmethod
     async def _spawn(directory: Path, agent_args: list[str]) -> asyncio.subprocess.Process:
-        """Create the namespace (first agent) or join it, holding the pool dir's lock until the agent is in it."""
+        """Create the namespace (first agent) or join it, holding the pool dir's lock until the agent is in it. The
+        agent whose namespace a new one joins may exit meanwhile (its engine stopped: the lock guards only the list),
+        and `nsenter` then fails; the new agent tries the next live one, or creates the namespace."""
         lock = os.open(directory / "ns.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             await asyncio.get_running_loop().run_in_executor(None, fcntl.flock, lock, fcntl.LOCK_EX)
-            target = _live_agent(directory)
-            if target:
-                argv = ["nsenter", "-U", "-n", "-t", str(target), "--preserve-credentials", *agent_args]
-            else:
-                argv = ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', *agent_args]
-            proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
-                                                        stdin=asyncio.subprocess.DEVNULL, preexec_fn=die_with_parent)
-            own, deadline = _netns("self"), time.monotonic() + 10
-            while _netns(proc.pid) in (own, None) and proc.returncode is None:
-                if time.monotonic() > deadline:
-                    proc.kill()
-                    raise PoolAgentError("the pool agent never entered its network namespace")
-                await asyncio.sleep(0.005)
-            started = _start_time(proc.pid)
-            if started:
-                (directory / "agents" / str(proc.pid)).write_text(started)
-            return proc
+            for _ in range(JOIN_ATTEMPTS):
+                target = _live_agent(directory)
+                if target:
+                    argv = ["nsenter", "-U", "-n", "-t", str(target), "--preserve-credentials", *agent_args]
+                else:
+                    argv = ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', *agent_args]
+                proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                            stdin=asyncio.subprocess.DEVNULL,
+                                                            preexec_fn=die_with_parent)
+                if await _entered_namespace(proc):
+                    started = _start_time(proc.pid)
+                    if started:
+                        (directory / "agents" / str(proc.pid)).write_text(started)
+                    return proc
+                if not target:
+                    raise PoolAgentError(f"the pool agent could not create its network namespace "
+                                         f"(exit {proc.returncode})")
+                (directory / "agents" / str(target)).unlink(missing_ok=True)
+            raise PoolAgentError(f"the pool agent could not join a live agent's namespace in {JOIN_ATTEMPTS} tries")
         finally:
             os.close(lock)  # releases the flock
 
