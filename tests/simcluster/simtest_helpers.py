@@ -37,16 +37,29 @@ def wait_http(url, timeout=60.0, proc=None):
     raise RuntimeError(f"{url} did not answer within {timeout}s")
 
 
-def ssh_connect(address, port, host_key_line, key_path, user="simnode"):
-    """paramiko client that trusts only the pinned host key."""
-    client = paramiko.SSHClient()
+def ssh_connect(address, port, host_key_line, key_path, user="simnode", attempts=3):
+    """paramiko client that trusts only the pinned host key. A handshake that breaks off (a full run once saw
+    paramiko's "Invalid packet blocking" mid key exchange) is tried again on a new connection, as sshexec's
+    connect does; a refused key or host key is not."""
     kind, b64 = host_key_line.split()[:2]
-    client.get_host_keys().add(address if port == 22 else f"[{address}]:{port}", kind,
-                               paramiko.PKey.from_type_string(kind, base64.b64decode(b64)))
-    client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    client.connect(address, port, username=user, key_filename=str(key_path), look_for_keys=False,
-                   allow_agent=False, timeout=5, banner_timeout=5, auth_timeout=5)
-    return client
+    for attempt in range(1, attempts + 1):
+        client = paramiko.SSHClient()
+        client.get_host_keys().add(address if port == 22 else f"[{address}]:{port}", kind,
+                                   paramiko.PKey.from_type_string(kind, base64.b64decode(b64)))
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        try:
+            client.connect(address, port, username=user, key_filename=str(key_path), look_for_keys=False,
+                           allow_agent=False, timeout=5, banner_timeout=5, auth_timeout=5)
+            return client
+        except (paramiko.AuthenticationException, paramiko.BadHostKeyException):
+            client.close()
+            raise
+        except (paramiko.SSHException, EOFError):
+            client.close()
+            if attempt == attempts:
+                raise
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
 
 
 def ssh_run(client, command, timeout=20):
