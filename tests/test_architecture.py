@@ -41,6 +41,8 @@ PLANTED = [
     ("sshexec/pool.py", "from django.conf import settings", "import no Django", "sshexec.pool -> django"),
     ("pdproxy/balancer.py", "import apps.jobs.models", "import no Django", "pdproxy.balancer -> apps.jobs.models"),
     ("pdproxy/balancer.py", "import simcluster.spec", "never import each other", "pdproxy.balancer -> simcluster.spec"),
+    ("apps/inventory/hccn/conf.py", "from django.conf import settings", "output parsers",
+     "apps.inventory.hccn.conf -> django"),
     ("apps/inventory/models.py", "from apps.deployments import choices", "Apps form layers",
      "apps.inventory.models -> apps.deployments.choices"),
     ("apps/jobs/models.py", "import controlplane.urls", "Apps form layers", "apps.jobs.models -> controlplane.urls"),
