@@ -7,7 +7,8 @@ Layout:
   lookup_rpc_port_*     the AscendStoreConnector lookup sockets of the node's engines (engine/lookup.py)
   engines/<pid>.json    written by each engine while it runs: dies, HBM per die, load
   faults.json           {"npu_alarm": [logic ids], "hang": [pids], "corrupt_kv": [pids], "kv_events_gap": [pids],
-                         "hccn_no_ip", "hccn_link_down", "hccn_ping_loss": [physical ids]}
+                         "hccn_no_ip", "hccn_link_down", "hccn_ping_loss": [physical ids],
+                         "npu_foreign_process": {"<logic id>": {"pid": n, "mb": n}}}
 Files are replaced atomically (write + rename) because npu-smi reads them while engines write.
 """
 
@@ -52,6 +53,18 @@ def set_fault(directory: Path, kind: str, value: int, on: bool) -> dict:
     values = set(current.get(kind, []))
     (values.add if on else values.discard)(value)
     current[kind] = sorted(values)
+    write_json(directory / "faults.json", current)
+    return current
+
+
+def set_foreign_process(directory: Path, die: int, pid: int, mb: int, on: bool) -> dict:
+    current = faults(directory)
+    procs = current.get("npu_foreign_process", {})
+    if on:
+        procs[str(die)] = {"pid": pid, "mb": mb}
+    else:
+        procs.pop(str(die), None)
+    current["npu_foreign_process"] = procs
     write_json(directory / "faults.json", current)
     return current
 

@@ -6,7 +6,8 @@ Hardware "A3" (Atlas 800I A3): 8 NPU ids x 2 dies, die logic id = Phy-ID = 2*npu
 Ascend910. Hardware "910B" (Atlas 800I A2): 8 NPU ids x 1 die, name 910B2. `ASCEND_RT_VISIBLE_DEVICES`
 counts logic ids, so an engine registered on dies [2, 3] shows on NPU 1 chips 0 and 1 (A3).
 Values: HBM used = idle baseline + the HBM of every engine on that die; AICore % and power follow the
-engines' load; health is Alarm for dies named in faults.json "npu_alarm". The version in the header is the
+engines' load; health is Alarm for dies named in faults.json "npu_alarm". A process not ours (faults.json
+"npu_foreign_process") shows in the process table and holds HBM like an engine. The version in the header is the
 node's driver version (node.json "versions").
 """
 
@@ -22,6 +23,7 @@ HBM_TOTAL_MB = 65536
 SEP = "+" + "-" * 96 + "+"
 COLS = "+" + "-" * 27 + "+" + "-" * 15 + "+" + "-" * 52 + "+"
 EQ = "+" + "=" * 27 + "+" + "=" * 15 + "+" + "=" * 52 + "+"
+FOREIGN_NAME = "python3"  # someone else's job: the table truncates names, so a name alone tells little
 
 
 def layout(hardware: str) -> tuple[int, int, str]:
@@ -29,7 +31,8 @@ def layout(hardware: str) -> tuple[int, int, str]:
     return (8, 2, "Ascend910") if hardware == "A3" else (8, 1, "910B2")
 
 
-def die_state(hardware: str, engines: list[dict], alarms: set[int]) -> list[dict]:
+def die_state(hardware: str, engines: list[dict], alarms: set[int], foreign: dict | None = None) -> list[dict]:
+    """foreign: faults.json "npu_foreign_process", {"<logic id>": {"pid", "mb"}}."""
     npus, chips, name = layout(hardware)
     dies = []
     for logic in range(npus * chips):
@@ -39,6 +42,8 @@ def die_state(hardware: str, engines: list[dict], alarms: set[int]) -> list[dict
         jitter = zlib.crc32(f"{hardware}{logic}".encode()) % 200
         load = max((e.get("load", 0.0) for e in on_die), default=0.0)
         procs = [(e["pid"], int(e.get("hbm_mb", 0))) for e in on_die]
+        if str(logic) in (foreign or {}):
+            procs.append((foreign[str(logic)]["pid"], int(foreign[str(logic)]["mb"]), FOREIGN_NAME))
         dies.append({
             "logic": logic, "npu": npu, "chip": chip, "name": name,
             "health": "Alarm" if logic in alarms else "OK",
@@ -73,11 +78,11 @@ def render_info(hardware: str, dies: list[dict], driver: str = DEFAULT_VERSIONS[
             EQ.replace("+" + "=" * 52 + "+", "+" + "=" * 26 + "+" + "=" * 25 + "+")]
     npus = sorted({d["npu"] for d in dies})
     for npu in npus:
-        procs = [(d, pid, mb) for d in dies if d["npu"] == npu for pid, mb in d["procs"]]
+        procs = [(d, *p) for d in dies if d["npu"] == npu for p in d["procs"]]
         if not procs:
             out.append(f"| {'No running processes found in NPU ' + str(npu):<95}|")
-        for die, pid, mb in procs:
-            out.append(f"| {die['npu']:<8}{die['chip']:<18}| {pid:<14}| {'python':<25}| {mb:<24}|")
+        for die, pid, mb, *name in procs:
+            out.append(f"| {die['npu']:<8}{die['chip']:<18}| {pid:<14}| {(name or ['python'])[0]:<25}| {mb:<24}|")
         out.append(COLS.replace("+" + "-" * 52 + "+", "+" + "-" * 26 + "+" + "-" * 25 + "+"))
     return "\n".join(out) + "\n"
 
@@ -127,7 +132,8 @@ def main(argv: list[str]) -> int:
         return 127  # what a shell says when npu-smi is absent
     current = nodestate.faults(directory)
     versions = config.get("versions", DEFAULT_VERSIONS)
-    dies = die_state(hardware, nodestate.running_engines(directory), set(current.get("npu_alarm", [])))
+    dies = die_state(hardware, nodestate.running_engines(directory), set(current.get("npu_alarm", [])),
+                     current.get("npu_foreign_process"))
     args = list(argv)
     if not args or args[0] != "info":
         print("Usage: npu-smi info [-l | -m | -t health|board -i ID [-c CHIP]]", file=sys.stderr)
