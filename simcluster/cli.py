@@ -12,7 +12,10 @@ from pathlib import Path
 from simcluster import cluster, nodestate, procs
 from simcluster.spec import load_spec
 
-FAULTS = ("kill-engine", "hang", "corrupt-kv", "kv-events-gap", "ssh-cut", "npu-alarm", "memcached-stop")
+FAULTS = ("kill-engine", "hang", "corrupt-kv", "kv-events-gap", "ssh-cut", "npu-alarm", "memcached-stop",
+          "hccn-no-ip", "hccn-link-down", "hccn-ping-loss", "npu-foreign-process")
+HCCN_FAULTS = {"hccn-no-ip": "hccn_no_ip", "hccn-link-down": "hccn_link_down", "hccn-ping-loss": "hccn_ping_loss"}
+FOREIGN_PID_BASE = 800000  # default pid of a foreign process: no engine of ours, printed only
 
 
 def _engine_pid(ndir: Path, args) -> int:
@@ -23,6 +26,12 @@ def _engine_pid(ndir: Path, args) -> int:
     if len(match) != 1:
         raise SystemExit(f"name one engine with --pid or --port; running: {[e.get('api') for e in engines]}")
     return int(match[0]["pid"])
+
+
+def _die(args) -> int:
+    if args.die is None:
+        raise SystemExit(f"{args.kind} needs --die (the die's physical id, 0-15 on A3)")
+    return args.die
 
 
 def fault(args) -> str:
@@ -40,6 +49,13 @@ def fault(args) -> str:
     if args.kind == "npu-alarm":
         nodestate.set_fault(ndir, "npu_alarm", args.die, on)
         return f"{args.node} die {args.die} health {'Alarm' if on else 'OK'}"
+    if args.kind in HCCN_FAULTS:
+        nodestate.set_fault(ndir, HCCN_FAULTS[args.kind], _die(args), on)
+        return f"{args.node} die {args.die} {args.kind} {'on' if on else 'off'}"
+    if args.kind == "npu-foreign-process":
+        pid = args.pid or FOREIGN_PID_BASE + _die(args)
+        nodestate.set_foreign_process(ndir, args.die, pid, args.mb, on)
+        return f"{args.node} die {args.die} foreign process {pid} ({args.mb} MB) {'on' if on else 'off'}"
     if args.kind == "ssh-cut":
         if on:
             pid = state["pids"][f"sshd:{args.node}"]
@@ -71,7 +87,8 @@ def main(argv: list[str]) -> int:
             p.add_argument("--node")
             p.add_argument("--pid", type=int)
             p.add_argument("--port", type=int, help="engine API port, or memcached port")
-            p.add_argument("--die", type=int, help="die logic id (0-15 on A3)")
+            p.add_argument("--die", type=int, help="die id (0-15 on A3; logic id = physical id here)")
+            p.add_argument("--mb", type=int, default=20000, help="HBM of an npu-foreign-process")
             p.add_argument("--off", action="store_true", help="clear the fault")
     args = parser.parse_args(argv)
     if args.command == "up":

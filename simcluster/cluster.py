@@ -16,9 +16,10 @@ from pathlib import Path
 import yaml
 
 from simcluster import nodestate, procs, rundirs, runtime, shims
+from simcluster.hccn_plan import hccn_plan
 from simcluster.mindie import kube
 from simcluster.mindie import publish as mindie_publish
-from simcluster.spec import CONTAINER_ALLOWLIST, HARDWARE, node_containers
+from simcluster.spec import CONTAINER_ALLOWLIST, HARDWARE, node_containers, node_versions
 from simcluster.sshnode import (
     LOGIN_USER,
     RunningSshNode,
@@ -100,12 +101,12 @@ def up(spec: dict, state_dir: Path = DEFAULT_STATE_DIR) -> dict:
         mindie_publish.publish_scripts()
         _login_user_dir(kube.kube_root(state_dir))
         services = _services(spec, state_dir, pids)
-        for n in spec["nodes"]:
+        for position, n in enumerate(spec["nodes"]):
             ndir = state_dir / "nodes" / n["name"]
             (ndir / "engines").mkdir(parents=True, exist_ok=True)
             nodestate.write_json(ndir / "node.json", {
                 "name": n["name"], "address": n["address"], "hardware": n["hardware"], "role": n.get("role", ""),
-                **node_containers(spec, n)})
+                **node_containers(spec, n), **node_npu_setup(spec, n, position)})
             node = start_ssh_node(n["name"], n["address"], n["ssh_port"], ndir, public, bin_dir=bin_dir)
             (ndir / "engines").chmod(0o777)
             pids[f"sshd:{n['name']}"] = node.pid
@@ -126,6 +127,15 @@ def up(spec: dict, state_dir: Path = DEFAULT_STATE_DIR) -> dict:
     nodestate.write_json(state_dir / "state.json", state)
     state["seconds"] = round(time.monotonic() - t0, 2)
     return state
+
+
+def node_npu_setup(spec: dict, node: dict, position: int) -> dict:
+    """What node.json carries for npu-smi and hccn_tool: software versions and the NPU address plan."""
+    dies = HARDWARE[node.get("hardware", "")][2]
+    if not dies:
+        return {}
+    return {"versions": node_versions(spec, node),
+            "hccn": hccn_plan(position, dies, vnic=node["hardware"] == "A3")}
 
 
 def _login_uid() -> int:

@@ -1,10 +1,14 @@
 """A simulated node's state directory (SIMCLUSTER_NODE_DIR): its config, running engines, faults.
 
 Layout:
-  node.json             written by `up`: name, address, hardware ("A3" | "910B" | ""), role
+  node.json             written by `up`: name, address, hardware ("A3" | "910B" | ""), role, container engine and
+                        images (spec.node_containers), on NPU nodes `versions` {driver, firmware, cann} and `hccn`
+                        (the NPU address plan, simcluster/hccn_plan.py; `hccn_tool -ip -s` rewrites an entry)
   lookup_rpc_port_*     the AscendStoreConnector lookup sockets of the node's engines (engine/lookup.py)
   engines/<pid>.json    written by each engine while it runs: dies, HBM per die, load
-  faults.json           {"npu_alarm": [logic ids], "hang": [pids], "corrupt_kv": [pids], "kv_events_gap": [pids]}
+  faults.json           {"npu_alarm": [logic ids], "hang": [pids], "corrupt_kv": [pids], "kv_events_gap": [pids],
+                         "hccn_no_ip", "hccn_link_down", "hccn_ping_loss": [physical ids],
+                         "npu_foreign_process": {"<logic id>": {"pid": n, "mb": n}}}
 Files are replaced atomically (write + rename) because npu-smi reads them while engines write.
 """
 
@@ -49,6 +53,18 @@ def set_fault(directory: Path, kind: str, value: int, on: bool) -> dict:
     values = set(current.get(kind, []))
     (values.add if on else values.discard)(value)
     current[kind] = sorted(values)
+    write_json(directory / "faults.json", current)
+    return current
+
+
+def set_foreign_process(directory: Path, die: int, pid: int, mb: int, on: bool) -> dict:
+    current = faults(directory)
+    procs = current.get("npu_foreign_process", {})
+    if on:
+        procs[str(die)] = {"pid": pid, "mb": mb}
+    else:
+        procs.pop(str(die), None)
+    current["npu_foreign_process"] = procs
     write_json(directory / "faults.json", current)
     return current
 

@@ -1,11 +1,14 @@
 """`npu-smi` emulator: the real output layouts (docs/ascend-pd-launch-facts.md §6) with values from the node's engines.
 
-Supported: `npu-smi info`, `info -l`, `info -m`, `info -t health -i N [-c CHIP]`.
+Supported: `npu-smi info`, `info -l`, `info -m`, `info -t health -i N [-c CHIP]`, `info -t board -i N [-c CHIP]`
+(simcluster/npusmi_board.py).
 Hardware "A3" (Atlas 800I A3): 8 NPU ids x 2 dies, die logic id = Phy-ID = 2*npu + chip, name
 Ascend910. Hardware "910B" (Atlas 800I A2): 8 NPU ids x 1 die, name 910B2. `ASCEND_RT_VISIBLE_DEVICES`
 counts logic ids, so an engine registered on dies [2, 3] shows on NPU 1 chips 0 and 1 (A3).
 Values: HBM used = idle baseline + the HBM of every engine on that die; AICore % and power follow the
-engines' load; health is Alarm for dies named in faults.json "npu_alarm".
+engines' load; health is Alarm for dies named in faults.json "npu_alarm". A process not ours (faults.json
+"npu_foreign_process") shows in the process table and holds HBM like an engine. The version in the header is the
+node's driver version (node.json "versions").
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from __future__ import annotations
 import sys
 import zlib
 
-from simcluster import nodestate
+from simcluster import nodestate, npusmi_board
+from simcluster.spec import DEFAULT_VERSIONS
 
 HBM_TOTAL_MB = 65536
 SEP = "+" + "-" * 96 + "+"
 COLS = "+" + "-" * 27 + "+" + "-" * 15 + "+" + "-" * 52 + "+"
 EQ = "+" + "=" * 27 + "+" + "=" * 15 + "+" + "=" * 52 + "+"
-VERSION = "24.1.0.3"
+FOREIGN_NAME = "python3"  # someone else's job: the table truncates names, so a name alone tells little
 
 
 def layout(hardware: str) -> tuple[int, int, str]:
@@ -27,7 +31,8 @@ def layout(hardware: str) -> tuple[int, int, str]:
     return (8, 2, "Ascend910") if hardware == "A3" else (8, 1, "910B2")
 
 
-def die_state(hardware: str, engines: list[dict], alarms: set[int]) -> list[dict]:
+def die_state(hardware: str, engines: list[dict], alarms: set[int], foreign: dict | None = None) -> list[dict]:
+    """foreign: faults.json "npu_foreign_process", {"<logic id>": {"pid", "mb"}}."""
     npus, chips, name = layout(hardware)
     dies = []
     for logic in range(npus * chips):
@@ -36,15 +41,18 @@ def die_state(hardware: str, engines: list[dict], alarms: set[int]) -> list[dict
         # Deterministic per-die jitter so two dies never print identical idle values.
         jitter = zlib.crc32(f"{hardware}{logic}".encode()) % 200
         load = max((e.get("load", 0.0) for e in on_die), default=0.0)
+        procs = [(e["pid"], int(e.get("hbm_mb", 0))) for e in on_die]
+        if str(logic) in (foreign or {}):
+            procs.append((foreign[str(logic)]["pid"], int(foreign[str(logic)]["mb"]), FOREIGN_NAME))
         dies.append({
             "logic": logic, "npu": npu, "chip": chip, "name": name,
             "health": "Alarm" if logic in alarms else "OK",
             "power": "-" if chip == 1 else f"{95.0 + jitter / 20 + 240 * load:.1f}",
             "temp": 35 + jitter % 4 + int(15 * load),
             "aicore": int(round(100 * load)),
-            "hbm_used": 3186 + jitter + sum(int(e.get("hbm_mb", 0)) for e in on_die),
+            "hbm_used": 3186 + jitter + sum(p[1] for p in procs),
             "bus": f"0000:{0x9D + 2 * logic:02X}:00.0" if hardware == "A3" else f"0000:{0xC1 + logic:02X}:00.0",
-            "procs": [(e["pid"], int(e.get("hbm_mb", 0))) for e in on_die],
+            "procs": procs,
         })
     return dies
 
@@ -57,9 +65,9 @@ def row_pair(die: dict, hardware: str) -> list[str]:
     return [f"|{first}| {die['health']:<14}|{usage}|", f"|{chip}| {die['bus']:<14}|{mem}|"]
 
 
-def render_info(hardware: str, dies: list[dict]) -> str:
+def render_info(hardware: str, dies: list[dict], driver: str = DEFAULT_VERSIONS["driver"]) -> str:
     second = "Chip  Phy-ID" if hardware == "A3" else "Chip"
-    out = [SEP, f"| {'npu-smi ' + VERSION:<33}{'Version: ' + VERSION:<62}|", COLS,
+    out = [SEP, f"| {'npu-smi ' + driver:<33}{'Version: ' + driver:<62}|", COLS,
            f"| {'NPU   Name':<26}| {'Health':<14}| {'Power(W)    Temp(C)           Hugepages-Usage(page)':<51}|",
            f"| {second:<26}| {'Bus-Id':<14}| {'AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)':<51}|", EQ]
     for die in dies:
@@ -70,11 +78,11 @@ def render_info(hardware: str, dies: list[dict]) -> str:
             EQ.replace("+" + "=" * 52 + "+", "+" + "=" * 26 + "+" + "=" * 25 + "+")]
     npus = sorted({d["npu"] for d in dies})
     for npu in npus:
-        procs = [(d, pid, mb) for d in dies if d["npu"] == npu for pid, mb in d["procs"]]
+        procs = [(d, *p) for d in dies if d["npu"] == npu for p in d["procs"]]
         if not procs:
             out.append(f"| {'No running processes found in NPU ' + str(npu):<95}|")
-        for die, pid, mb in procs:
-            out.append(f"| {die['npu']:<8}{die['chip']:<18}| {pid:<14}| {'python':<25}| {mb:<24}|")
+        for die, pid, mb, *name in procs:
+            out.append(f"| {die['npu']:<8}{die['chip']:<18}| {pid:<14}| {(name or ['python'])[0]:<25}| {mb:<24}|")
         out.append(COLS.replace("+" + "-" * 52 + "+", "+" + "-" * 26 + "+" + "-" * 25 + "+"))
     return "\n".join(out) + "\n"
 
@@ -87,8 +95,8 @@ def render_list(hardware: str) -> str:
     npus, chips, _ = layout(hardware)
     out = [kv("Total Count", npus), ""]
     for npu in range(npus):
-        out += [kv("NPU ID", npu), kv("Product Name", "IT21PMAA" if hardware == "A3" else "IT21HMDB"),
-                kv("Serial Number", f"SIM{hardware}{npu:04d}"), kv("Chip Count", chips), ""]
+        out += [kv("NPU ID", npu), kv("Product Name", npusmi_board.BOARD[hardware]["product"]),
+                kv("Serial Number", npusmi_board.serial_number(hardware, npu)), kv("Chip Count", chips), ""]
     return "\n".join(out) + "\n"
 
 
@@ -122,19 +130,23 @@ def main(argv: list[str]) -> int:
     if not hardware:
         print("npu-smi: no NPU on this node", file=sys.stderr)
         return 127  # what a shell says when npu-smi is absent
-    alarms = set(nodestate.faults(directory).get("npu_alarm", []))
-    dies = die_state(hardware, nodestate.running_engines(directory), alarms)
+    current = nodestate.faults(directory)
+    versions = config.get("versions", DEFAULT_VERSIONS)
+    dies = die_state(hardware, nodestate.running_engines(directory), set(current.get("npu_alarm", [])),
+                     current.get("npu_foreign_process"))
     args = list(argv)
     if not args or args[0] != "info":
-        print("Usage: npu-smi info [-l | -m | -t health -i ID [-c CHIP]]", file=sys.stderr)
+        print("Usage: npu-smi info [-l | -m | -t health|board -i ID [-c CHIP]]", file=sys.stderr)
         return 2
     rest = args[1:]
     if not rest:
-        sys.stdout.write(render_info(hardware, dies))
+        sys.stdout.write(render_info(hardware, dies, versions["driver"]))
     elif rest == ["-l"]:
         sys.stdout.write(render_list(hardware))
     elif rest == ["-m"]:
         sys.stdout.write(render_map(hardware))
+    elif rest[:2] == ["-t", "board"]:
+        return npusmi_board.board_command(hardware, dies, versions, rest[2:])
     elif rest[:2] == ["-t", "health"] and "-i" in rest:
         npu = int(rest[rest.index("-i") + 1])
         chip = int(rest[rest.index("-c") + 1]) if "-c" in rest else None

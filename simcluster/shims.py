@@ -1,4 +1,4 @@
-"""The bin dir every sim node's SSH sessions see first on PATH: npu-smi, vllm, pdproxy, mooncake_master, memcached,
+"""The bin dir every sim node's SSH sessions see first on PATH: npu-smi, hccn_tool, vllm, pdproxy, mooncake_master, memcached,
 ais_bench, kubectl and simcluster-mindie (the simulated MindIE, simcluster/mindie/), docker and podman
 (simcluster/containers/).
 
@@ -36,6 +36,7 @@ def write_shims(bin_dir: Path, runtime: NodeRuntime) -> Path:
     pro = _prologue(runtime)
     bodies = {
         "npu-smi": 'exec "$PY" -m simcluster.npusmi "$@"',
+        "hccn_tool": 'exec "$PY" -m simcluster.hccn "$@"',
         "vllm": 'exec "$PY" -m simcluster.engine "$@"',
         "pdproxy": 'exec "$PY" -m pdproxy "$@"',
         # mooncake.cli execs the bundled ELF, so the PID the launcher records is the master's.

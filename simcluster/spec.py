@@ -6,6 +6,8 @@ The default is the reference cluster of docs/reference-cluster.md. A spec file (
 Containers (simcluster/containers/): `container_engine: docker|podman|none` and `images: [{ref, id, digest}]`, both
 cluster-wide or per node (a node's own wins), and a node's `host_paths` (paths that exist on it beyond this machine's
 own files); node_containers() gives each node's, with the defaults below.
+Versions: `versions: {driver, firmware, cann}`, cluster-wide or per node (a node's own key wins), default
+DEFAULT_VERSIONS; npu-smi prints driver and firmware (`info`, `info -t board`); node_versions() merges them.
 """
 
 from __future__ import annotations
@@ -88,6 +90,21 @@ CONTAINER_ALLOWLIST = {
         {"name": "models", "host_path": "/models", "container_path": "/models", "read_only": True},
     ],
 }
+
+
+# A current Atlas A3 stack: the driver/firmware pair of docs/readiness-facts.md §3.1's 25.2.0 capture, and CANN 8.5.0
+# (the first release with the /usr/local/Ascend/cann layout, §3.3).
+DEFAULT_VERSIONS = {"driver": "25.2.0", "firmware": "7.7.0.6.236", "cann": "8.5.0"}
+
+
+def node_versions(spec: dict, node: dict) -> dict:
+    versions = dict(DEFAULT_VERSIONS)
+    for source in (spec.get("versions") or {}, node.get("versions") or {}):
+        unknown = set(source) - set(DEFAULT_VERSIONS)
+        if unknown:
+            raise ValueError(f"node {node['name']}: versions keys are {sorted(DEFAULT_VERSIONS)}, not {sorted(unknown)}")
+        versions |= {key: str(value) for key, value in source.items()}
+    return versions
 
 
 def node_containers(spec: dict, node: dict) -> dict:
