@@ -37,7 +37,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 # Three xdist workers on our 2-core machines: much of the suite waits on processes it started, and a third worker
 # fills that wait (docs/testing.md, "Where the time goes"); tests that share simulated addresses run in one group
 # (tests/xdist_groups.py).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 XDIST = -n $(TEST_WORKERS)
 # The fast lane starts nothing and waits on nothing: two workers, one per core.
 FAST_WORKERS ?= 2

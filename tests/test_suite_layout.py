@@ -84,9 +84,9 @@ def test_each_worker_s_browser_stack_flushes_a_redis_database_of_its_own(monkeyp
 
     monkeypatch.delenv("PDCP_E2E_REDIS_DB", raising=False)
     databases = []
-    for worker in ("gw0", "gw1", "gw2"):
+    for worker in ("gw0", "gw1", "gw2", "gw3"):
         monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
         databases.append(e2e_redis_db())
-    assert databases == ["14", "13", "12"]
+    assert databases == ["14", "13", "12", "11"]
     monkeypatch.setenv("PDCP_E2E_REDIS_DB", "9")
     assert e2e_redis_db() == "9"
