@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
+from ..output_errors import OutputParseError
+
 # `net health status: %s` values, DRV tool_ops.c g_net_health_status[] (docs/readiness-facts.md §1.3), plus
 # `Socket failed`: the spelling of an older build seen in MC's fixture.
 NET_HEALTH_VALUES = frozenset({
@@ -18,16 +20,8 @@ NET_HEALTH_VALUES = frozenset({
 NET_HEALTH_HEALTHY = frozenset({"Success", "Init"})
 
 
-class HccnParseError(ValueError):
-    """Output that does not have the layout we know. `line` is 1-based, None when the text is empty."""
-
-    def __init__(self, line: int | None, expected: str, got: str | None):
-        self.line = line
-        self.expected = expected
-        self.got = got
-        where = f"line {line}: " if line is not None else ""
-        seen = "end of output" if got is None else repr(got)
-        super().__init__(f"{where}expected {expected}, got {seen}")
+class HccnParseError(OutputParseError):
+    """`hccn_tool` output or /etc/hccn.conf in a layout we do not know."""
 
 
 class HccnFailure(StrEnum):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..output_errors import OutputParseError
+
 # Values npu-smi prints for health; others are passed through (newer drivers may add some).
 NPU_HEALTH_VALUES = ("OK", "Warning", "Alarm", "Critical")
 
@@ -13,16 +15,8 @@ def npu_smi_missing(node_name: str) -> str:
             "(install the Ascend driver, or add its bin directory to the login PATH)")
 
 
-class NpuSmiParseError(ValueError):
-    """Output that does not have the layout we know. `line` is 1-based, None when the text is empty."""
-
-    def __init__(self, line: int | None, expected: str, got: str | None):
-        self.line = line
-        self.expected = expected
-        self.got = got
-        where = f"line {line}: " if line is not None else ""
-        seen = "end of output" if got is None else repr(got)
-        super().__init__(f"{where}expected {expected}, got {seen}")
+class NpuSmiParseError(OutputParseError):
+    """`npu-smi` output in a layout we do not know."""
 
 
 @dataclass(frozen=True)

@@ -6,17 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from ..output_errors import OutputParseError
 
-class VersionsParseError(ValueError):
-    """Output that does not have the layout we know. `line` is 1-based, None when the text is empty."""
 
-    def __init__(self, line: int | None, expected: str, got: str | None):
-        self.line = line
-        self.expected = expected
-        self.got = got
-        where = f"line {line}: " if line is not None else ""
-        seen = "end of output" if got is None else repr(got)
-        super().__init__(f"{where}expected {expected}, got {seen}")
+class VersionsParseError(OutputParseError):
+    """A version file, npu-smi's board table or the package probe in a layout we do not know."""
 
 
 def _empty() -> Mapping[str, str]:
