@@ -16,8 +16,10 @@ from uhashring import HashRing
 
 
 class AscendStore:
+    # timeout: a dead server refuses at once; 2 s lets a live one on a loaded machine answer (at 0.5 s a stalled
+    # memcached was marked down and the next blocks lost a replica)
     def __init__(self, servers: list[str], replicas: int = 3, vnodes: int = 160,
-                 timeout: float = 0.5, retry_after: float = 2.0):
+                 timeout: float = 2.0, retry_after: float = 2.0):
         if not servers:
             raise ValueError("AscendStore needs at least one memcached server")
         self.servers = list(servers)

@@ -1,6 +1,9 @@
 """AscendStore on three real memcached servers: 3 replicas survive a lost server. (Engines use it as the memcache
 backend's stand-in: tests/simcluster/test_pool_connectors.py.)"""
 
+import os
+import signal
+import threading
 import time
 
 import pytest
@@ -40,3 +43,24 @@ def test_placement_uses_distinct_servers_and_spreads_primaries(spawn, state_root
     assert all(len(set(p)) == 3 for p in placements)
     primaries = {p[0] for p in placements}
     assert len(primaries) == 4
+
+
+@pytest.mark.procs
+def test_a_server_that_answers_late_keeps_its_replicas(spawn, state_root):
+    """A loaded machine stalled a memcached past the client's old 0.5 s timeout: it was marked down, and every block
+    of the next 2 s went to the other server only (test_pool_connectors.py then counted [0, 8] replicas, not
+    [8, 8]). A server that answers within the timeout keeps its replica."""
+    servers = start_memcached(spawn, state_root, n=2)
+    store = AscendStore([s for s, _ in servers], replicas=2)
+    assert store.put("warm", b"x") == 2  # both connections open
+    slow = servers[0][1]
+    os.kill(slow.pid, signal.SIGSTOP)
+    wake = threading.Timer(1.0, os.kill, (slow.pid, signal.SIGCONT))
+    wake.start()
+    try:
+        stored = store.put("late", b"y" * 1000)
+    finally:
+        wake.join()
+        os.kill(slow.pid, signal.SIGCONT)
+    assert stored == 2
+    assert store.put("next", b"z") == 2
